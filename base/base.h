@@ -1,0 +1,99 @@
+/*
+ * base/ — what every layer of lms may use, and nothing else: status and error
+ * messages, logging, the options table, the clock. base/ calls only libc.
+ *
+ * Errors: a failing function records a message for its thread with
+ * base_fail() and returns the status it is given, so a failure path reads
+ *     return base_fail(LMS_ERR_INVALID, "dev_map: offset %zu not aligned", off);
+ * The public lms_last_error() returns that message.
+ *
+ * Options: one table, LMS_OPTIONS below (variable, type, default, one-line
+ * doc), from which the parsed struct, the parser and `lms-info --options` all
+ * come. The environment is read once, on first use; a value that does not
+ * parse is reported on stderr and the default is kept.
+ */
+#ifndef LMS_BASE_H
+#define LMS_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lms.h"
+
+#define BASE_KiB ((uint64_t)1 << 10)
+#define BASE_MiB ((uint64_t)1 << 20)
+#define BASE_GiB ((uint64_t)1 << 30)
+
+/* ---- errors and logging ------------------------------------------------- */
+
+/* Records "fmt..." as this thread's last error and returns status. */
+lms_status_t base_fail(lms_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+typedef enum base_log_level {
+    BASE_LOG_ERROR,
+    BASE_LOG_WARN,
+    BASE_LOG_INFO,
+    BASE_LOG_DEBUG,
+} base_log_level_t;
+
+/* Prints "lms: <level>: message" to stderr when level <= LMS_LOG. */
+void base_log(base_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ---- options ------------------------------------------------------------ */
+
+/*
+ * X(field, type, default, choices, doc)
+ *   field:   member of base_options_t; the variable is LMS_<FIELD upper case>
+ *   type:    size (bytes; K/M/G/T suffixes, binary), double, int, choice
+ *   choices: for choice, the allowed words separated by '|'; else NULL
+ */
+#define LMS_OPTIONS(X)                                                                       \
+    X(backend, choice, "auto", "auto|cuda|sim",                                              \
+      "device backend: cuda when a device is present, else sim")                            \
+    X(device, int, "0", NULL, "CUDA device ordinal")                                         \
+    X(log, choice, "warn", "error|warn|info|debug", "messages printed on stderr")            \
+    X(sim_memory, size, "4GiB", NULL, "memory of the simulated device")                      \
+    X(sim_granularity, size, "2MiB", NULL, "block size of the simulated device")            \
+    X(sim_h2d_gbps, double, "0", NULL, "simulated host-to-device bandwidth, GB/s; 0 = no limit") \
+    X(sim_d2h_gbps, double, "0", NULL, "simulated device-to-host bandwidth, GB/s; 0 = no limit")
+
+#define BASE_OPTION_CTYPE_size uint64_t
+#define BASE_OPTION_CTYPE_double double
+#define BASE_OPTION_CTYPE_int long
+#define BASE_OPTION_CTYPE_choice const char * /* one of the choices, as in the table */
+
+typedef struct base_options {
+#define BASE_OPTION_FIELD(field, type, def, choices, doc) BASE_OPTION_CTYPE_##type field;
+    LMS_OPTIONS(BASE_OPTION_FIELD)
+#undef BASE_OPTION_FIELD
+} base_options_t;
+
+/* The options, parsed from the environment on the first call. Thread-safe. */
+const base_options_t *base_options(void);
+
+/* Calls fn once per option, in table order, with its variable name, the
+ * resolved value as text, where it came from ("default" or "env") and its doc. */
+void base_options_each(void (*fn)(const char *var, const char *value, const char *source,
+                                  const char *doc, void *arg),
+                       void *arg);
+
+/* Parses "4GiB", "512M", "2m", "1.5G", "4096" into bytes (suffixes are binary:
+ * K = 1024). Returns false, leaving *out unchanged, on garbage or overflow. */
+bool base_parse_size(const char *text, uint64_t *out);
+
+/* Formats bytes as "4.00 GiB" into buf; returns buf. */
+char *base_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* ---- clock -------------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t base_now_ns(void);
+
+/* Sleeps until base_now_ns() >= deadline_ns. */
+void base_sleep_until_ns(uint64_t deadline_ns);
+
+#endif /* LMS_BASE_H */
