@@ -1,0 +1,155 @@
+/*
+ * device/device.c — builds a device stack (check -> [fault ->] backend), closes
+ * it, and the small things every layer shares: op names, the reference test
+ * kernels. See device.h.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "device/layer.h"
+
+/* The ops table is its name, close, and one pointer per DEV_OP_LIST entry. */
+_Static_assert(sizeof(dev_ops_t) == (2 + DEV_OP_COUNT) * sizeof(void *),
+               "DEV_OP_LIST names every op of dev_ops_t");
+
+const char *dev_op_name(dev_op_t op)
+{
+    static const char *const names[] = {
+#define DEV_OP_NAME(op) #op,
+        DEV_OP_LIST(DEV_OP_NAME)
+#undef DEV_OP_NAME
+    };
+    return (unsigned)op < DEV_OP_COUNT ? names[op] : "?";
+}
+
+void dev_config_from_options(dev_config_t *cfg)
+{
+    const base_options_t *o = base_options();
+    *cfg = (dev_config_t){
+        .backend = o->backend,
+        .ordinal = (int)o->device,
+        .sim_memory = o->sim_memory,
+        .sim_granularity = o->sim_granularity,
+        .sim_h2d_gbps = o->sim_h2d_gbps,
+        .sim_d2h_gbps = o->sim_d2h_gbps,
+    };
+}
+
+static lms_status_t open_backend(const dev_config_t *cfg, dev_layer_t *out, dev_info_t *info)
+{
+    const char *b = cfg->backend ? cfg->backend : "auto";
+    if (strcmp(b, "sim") == 0)
+        return dev_sim_open(cfg, out, info);
+    if (strcmp(b, "cuda") == 0)
+        return dev_cuda_open(cfg->ordinal, out, info);
+    if (strcmp(b, "auto") != 0)
+        return base_fail(LMS_ERR_INVALID, "dev_open: unknown backend \"%s\" (auto, cuda or sim)", b);
+    lms_status_t st = dev_cuda_open(cfg->ordinal, out, info);
+    if (st != LMS_ERR_NO_DEVICE)
+        return st;
+    base_log(BASE_LOG_INFO, "no CUDA device (%s); using the sim backend", lms_last_error());
+    return dev_sim_open(cfg, out, info);
+}
+
+lms_status_t dev_open(const dev_config_t *cfg, dev_device_t **out)
+{
+    dev_config_t from_options;
+    if (cfg == NULL) {
+        dev_config_from_options(&from_options);
+        cfg = &from_options;
+    }
+    if (out == NULL)
+        return base_fail(LMS_ERR_INVALID, "dev_open: NULL output");
+    dev_device_t *dev = calloc(1, sizeof *dev);
+    if (dev == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "dev_open: no host memory");
+    dev_layer_t layer;
+    lms_status_t st = open_backend(cfg, &layer, &dev->info);
+    if (st != LMS_OK)
+        goto fail_dev;
+    if (cfg->fault_injection) {
+        dev_layer_t fault;
+        st = dev_fault_open(layer, &fault, &dev->fault);
+        if (st != LMS_OK)
+            goto fail_layer;
+        layer = fault;
+    }
+    dev_layer_t check;
+    st = dev_check_open(layer, &dev->info, &check);
+    if (st != LMS_OK)
+        goto fail_layer;
+    dev->ops = check.ops;
+    dev->self = check.self;
+    *out = dev;
+    return LMS_OK;
+
+fail_layer:
+    layer.ops->close(layer.self);
+fail_dev:
+    free(dev);
+    return st;
+}
+
+void dev_close(dev_device_t *dev)
+{
+    if (dev == NULL)
+        return;
+    dev_check_destroy_all(dev->self);
+    dev->ops->close(dev->self);
+    free(dev);
+}
+
+void dev_live(dev_device_t *dev, dev_live_t *out)
+{
+    dev_check_live(dev->self, out);
+}
+
+lms_status_t dev_fault_set(dev_device_t *dev, const dev_fault_plan_t *plan)
+{
+    if (dev == NULL || plan == NULL)
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: NULL argument");
+    if (dev->fault == NULL)
+        return base_fail(LMS_ERR_INVALID,
+                         "dev_fault_set: the device was opened without fault_injection");
+    if ((unsigned)plan->op > DEV_OP_COUNT || !(plan->probability >= 0 && plan->probability <= 1))
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: bad op or probability");
+    dev_fault_layer_set(dev->fault, plan);
+    return LMS_OK;
+}
+
+uint64_t dev_fault_calls(dev_device_t *dev, dev_op_t op)
+{
+    return dev && dev->fault ? dev_fault_layer_calls(dev->fault, op) : 0;
+}
+
+uint64_t dev_fault_injected(dev_device_t *dev)
+{
+    return dev && dev->fault ? dev_fault_layer_injected(dev->fault) : 0;
+}
+
+/* ---- the reference kernels: what sim runs and what tests compare with ---- */
+
+void dev_fill_ref(void *dst, size_t n, uint64_t seed)
+{
+    unsigned char *p = dst;
+    size_t words = n / 8;
+    for (size_t j = 0; j < words; j++) {
+        uint64_t w = dev_mix64(seed + j);
+        memcpy(p + 8 * j, &w, 8); /* little-endian on every target lms runs on */
+    }
+    uint64_t w = dev_mix64(seed + words);
+    memcpy(p + 8 * words, &w, n % 8);
+}
+
+uint64_t dev_checksum_ref(const void *src, size_t n)
+{
+    const unsigned char *p = src;
+    uint64_t sum = 0, weight = 1; /* 2*A*i + 1 */
+    for (size_t i = 0; i < n; i++) {
+        sum += ((uint64_t)p[i] + 1) * weight;
+        weight += 2 * DEV_CHECKSUM_A;
+    }
+    return sum;
+}

@@ -1,0 +1,302 @@
+/*
+ * device/ — the only code in lms that calls CUDA or emulates it.
+ *
+ * One interface, the ops table dev_ops_t below, with two backends:
+ *   cuda  libcuda.so.1 opened with dlopen, entry points from cuGetProcAddress;
+ *         liblms.so never links libcuda, so it loads where no driver is.
+ *   sim   a GPU emulated in host memory with the same failure semantics: see
+ *         Note [Sim semantics] in sim.c.
+ * and two layers that wrap any backend with the same table (composition, as
+ * RMM wraps resources):
+ *   check  validates every argument and keeps the bookkeeping that makes bad
+ *          input (double unmap, a stream of another device, ...) a clean
+ *          LMS_ERR_INVALID on every backend; always the outermost layer.
+ *   fault  fails chosen calls ("the Nth call of op X", or at random with a
+ *          probability and a seed), for error-path tests; optional.
+ * dev_open() builds the stack  check -> [fault ->] sim|cuda.
+ *
+ * Glossary
+ *   granularity  the size of a physical block and the alignment of every map
+ *                (2 MiB on current GPUs). lms's chunks are built from blocks.
+ *   reservation  a range of device virtual addresses with nothing behind it.
+ *   block        granularity bytes of device memory; mapped at a VA it backs
+ *                that VA. A block may be mapped at several VAs at once.
+ *   access       a mapped VA is usable by kernels and copies only after
+ *                set_access; an unmapped VA faults (sim: SIGSEGV; cuda: an
+ *                illegal-address error that kills the context).
+ *   stream       a FIFO of device work. Work on different streams may overlap.
+ *   event        a marker recorded on a stream; done when the work recorded
+ *                before it has finished. Never recorded = done. Re-recording
+ *                replaces the marker; a wait uses the latest record at the time
+ *                the wait was enqueued.
+ *
+ * Who waits: device work is asynchronous. unmap, block_release, va_free,
+ * host_unregister and event/stream destroy do NOT wait for queued work that
+ * uses the memory or object; the caller must make sure (with an event) that
+ * such work has finished first. A kernel or copy that touches memory unmapped
+ * under it faults, as on a real GPU.
+ *
+ * Threads: every op may be called from any thread, concurrently, except that a
+ * caller must not race an op that destroys an object with another use of that
+ * same object. Host functions and test kernels run on a thread of the device
+ * (sim: the stream's worker; cuda: a driver thread) and must not call ops.
+ */
+#ifndef LMS_DEVICE_H
+#define LMS_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lms.h"
+
+typedef uint64_t dev_addr_t;         /* a device virtual address (CUdeviceptr) */
+typedef uint64_t dev_block_t;        /* a physical block; 0 is never a block */
+typedef struct dev_stream dev_stream_t; /* opaque, owned by the layer that made it */
+typedef struct dev_event dev_event_t;   /* opaque, owned by the layer that made it */
+typedef void (*dev_host_fn_t)(void *arg);
+
+typedef enum dev_priority {
+    DEV_PRIORITY_NORMAL,
+    DEV_PRIORITY_HIGH, /* the device's greatest priority: the copy streams */
+} dev_priority_t;
+
+/* What a device is; filled by the backend at open and never changed. */
+typedef struct dev_info {
+    const char *backend;  /* "sim" or "cuda" */
+    char name[96];        /* device name, e.g. "NVIDIA H100 80GB HBM3" */
+    int ordinal;          /* CUDA device ordinal; 0 on sim */
+    size_t total_memory;  /* bytes of device memory */
+    size_t granularity;   /* block size and map alignment, a power of two */
+    int host_numa_node;   /* NUMA node of host memory nearest the device; -1 unknown */
+    bool has_kernels;     /* the test kernels (fill, checksum, axpy) are available */
+} dev_info_t;
+
+/*
+ * The ops table. Every entry returns LMS_OK or a failure status with a message
+ * (base_fail); on failure nothing changed and nothing leaked: the objects given
+ * stay valid and no object was created. `self` is the layer's own state.
+ * Sizes and offsets of the VMM ops are multiples of the granularity.
+ */
+typedef struct dev_ops {
+    const char *name; /* the layer: "check", "fault", "sim", "cuda" */
+
+    /* Releases what the layer still holds (it has already been told to destroy
+     * everything it handed out, or the process is ending) and frees self. */
+    void (*close)(void *self);
+
+    /* Free and total device memory in bytes. */
+    lms_status_t (*mem_info)(void *self, size_t *free_bytes, size_t *total_bytes);
+
+    /* Reserves size bytes of VA, aligned to the granularity, with nothing
+     * mapped. *base is never 0. */
+    lms_status_t (*va_reserve)(void *self, size_t size, dev_addr_t *base);
+    /* Returns a whole reservation (base and size as reserved); nothing in it
+     * may still be mapped. */
+    lms_status_t (*va_free)(void *self, dev_addr_t base, size_t size);
+
+    /* Creates one block of device memory (granularity bytes, contents
+     * undefined). LMS_ERR_OUT_OF_MEMORY when the device has no room. */
+    lms_status_t (*block_create)(void *self, dev_block_t *block);
+    /* Releases a block that is mapped nowhere. */
+    lms_status_t (*block_release)(void *self, dev_block_t block);
+
+    /* Maps block at va (granularity bytes), which must be reserved and
+     * unmapped. The VA is not yet accessible: see set_access. */
+    lms_status_t (*map)(void *self, dev_addr_t va, dev_block_t block);
+    /* Makes [va, va+size) readable and writable by the device; every block of
+     * it must be mapped. One call per contiguous run (it costs one driver call). */
+    lms_status_t (*set_access)(void *self, dev_addr_t va, size_t size);
+    /* Unmaps [va, va+size), every block of which must be mapped; the VA stays
+     * reserved. Does not wait for queued work: see "Who waits". */
+    lms_status_t (*unmap)(void *self, dev_addr_t va, size_t size);
+
+    /* Page-locks host memory [ptr, ptr+size) for fast async copies. The range
+     * must not overlap a registered one. Slow: never on the swap path. */
+    lms_status_t (*host_register)(void *self, void *ptr, size_t size);
+    /* Undoes host_register; ptr must be the start of a registered range. */
+    lms_status_t (*host_unregister)(void *self, void *ptr);
+
+    /* Creates a stream that does not synchronize with the legacy default stream. */
+    lms_status_t (*stream_create)(void *self, dev_priority_t priority, dev_stream_t **stream);
+    /* Destroys a stream; work already queued on it still runs to the end. */
+    lms_status_t (*stream_destroy)(void *self, dev_stream_t *stream);
+    /* Blocks until all work queued on stream so far has finished. */
+    lms_status_t (*stream_synchronize)(void *self, dev_stream_t *stream);
+
+    /* Creates an event (no timing), done until first recorded. */
+    lms_status_t (*event_create)(void *self, dev_event_t **event);
+    lms_status_t (*event_destroy)(void *self, dev_event_t *event);
+    /* Records event at the current end of stream. */
+    lms_status_t (*event_record)(void *self, dev_event_t *event, dev_stream_t *stream);
+    /* LMS_OK if done, LMS_NOT_READY if not; never blocks. */
+    lms_status_t (*event_query)(void *self, dev_event_t *event);
+    /* Blocks until event is done. */
+    lms_status_t (*event_synchronize)(void *self, dev_event_t *event);
+    /* Work queued on stream after this call waits until event's latest
+     * record (as of now) is done. The host does not block. */
+    lms_status_t (*stream_wait_event)(void *self, dev_stream_t *stream, dev_event_t *event);
+
+    /* Async copies of n > 0 bytes, in stream order. Host memory should be
+     * registered (else cuda may copy synchronously); it must stay valid until
+     * the copy has run. Device ranges must be mapped with access when the copy runs. */
+    lms_status_t (*copy_h2d)(void *self, dev_stream_t *stream, dev_addr_t dst, const void *src,
+                             size_t n);
+    lms_status_t (*copy_d2h)(void *self, dev_stream_t *stream, void *dst, dev_addr_t src,
+                             size_t n);
+    lms_status_t (*copy_d2d)(void *self, dev_stream_t *stream, dev_addr_t dst, dev_addr_t src,
+                             size_t n);
+
+    /* Runs fn(arg) on a device thread when the work before it on stream has
+     * finished; work after it waits for fn to return. fn must not call ops. */
+    lms_status_t (*host_func)(void *self, dev_stream_t *stream, dev_host_fn_t fn, void *arg);
+
+    /* Test kernels, one C interface over CUDA kernels and sim host functions,
+     * so tests and benchmarks run on either backend. LMS_ERR_UNSUPPORTED when
+     * info.has_kernels is false (a cuda build without nvcc).
+     *   fill:     writes dev_fill_ref(seed) over [dst, dst+n)
+     *   checksum: stores dev_checksum_ref of [src, src+n) into *out (host
+     *             memory, any kind) once the kernel has run
+     *   axpy:     y[i] = fmaf(a, x[i], y[i]) for n floats; x, y 4-byte aligned */
+    lms_status_t (*fill)(void *self, dev_stream_t *stream, dev_addr_t dst, size_t n,
+                         uint64_t seed);
+    lms_status_t (*checksum)(void *self, dev_stream_t *stream, dev_addr_t src, size_t n,
+                             uint64_t *out);
+    lms_status_t (*axpy)(void *self, dev_stream_t *stream, size_t n, float a, dev_addr_t x,
+                         dev_addr_t y);
+} dev_ops_t;
+
+/* The ops by name, in table order (after `name` and `close`): the fault layer
+ * and its tests count and name calls with these. */
+#define DEV_OP_LIST(X)                                                                   \
+    X(mem_info) X(va_reserve) X(va_free) X(block_create) X(block_release) X(map)          \
+    X(set_access) X(unmap) X(host_register) X(host_unregister) X(stream_create)           \
+    X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy)              \
+    X(event_record) X(event_query) X(event_synchronize) X(stream_wait_event) X(copy_h2d)  \
+    X(copy_d2h) X(copy_d2d) X(host_func) X(fill) X(checksum) X(axpy)
+
+typedef enum dev_op {
+#define DEV_OP_ENUM(op) DEV_OP_##op,
+    DEV_OP_LIST(DEV_OP_ENUM)
+#undef DEV_OP_ENUM
+    DEV_OP_COUNT
+} dev_op_t;
+
+/* "map" for DEV_OP_map; "?" out of range. */
+const char *dev_op_name(dev_op_t op);
+
+/* ---- opening a device --------------------------------------------------- */
+
+typedef struct dev_config {
+    const char *backend;    /* "auto" (cuda if a device is present, else sim), "cuda", "sim" */
+    int ordinal;            /* CUDA device ordinal */
+    size_t sim_memory;      /* sim: device memory, a multiple of sim_granularity */
+    size_t sim_granularity; /* sim: a power of two, at least the page size */
+    double sim_h2d_gbps;    /* sim: copy bandwidth limits in GB/s (1e9 B/s); 0 = none */
+    double sim_d2h_gbps;
+    bool fault_injection;   /* put the fault layer into the stack */
+} dev_config_t;
+
+/* Fills cfg from the LMS_* options (LMS_BACKEND, LMS_DEVICE, LMS_SIM_*). */
+void dev_config_from_options(dev_config_t *cfg);
+
+/* A device: its ops table, the state of the outermost layer, and its info.
+ * Call through the dev_* wrappers below. */
+typedef struct dev_device {
+    const dev_ops_t *ops;
+    void *self;
+    dev_info_t info;
+    struct dev_fault *fault; /* the fault layer, or NULL */
+} dev_device_t;
+
+/* Opens the device cfg names (NULL: from the options). LMS_ERR_NO_DEVICE when
+ * cuda is asked for and there is no driver or device; LMS_ERR_INVALID for a
+ * bad sim configuration. */
+lms_status_t dev_open(const dev_config_t *cfg, dev_device_t **out);
+
+/* Destroys what is still alive (streams are drained, mappings undone, blocks
+ * and reservations released) and closes the device. NULL is a no-op. */
+void dev_close(dev_device_t *dev);
+
+/* Objects the check layer holds for the caller: what a leak test counts. */
+typedef struct dev_live {
+    size_t reservations, blocks, mapped_blocks, host_ranges, streams, events;
+} dev_live_t;
+void dev_live(dev_device_t *dev, dev_live_t *out);
+
+/* ---- fault injection ---------------------------------------------------- */
+
+/* Fail calls first .. first+count-1 (1-based, counted per op since the plan
+ * was set) of op; or, when probability > 0, each call of op (every op if
+ * op == DEV_OP_COUNT) with that probability, drawn from seed. A failing call
+ * returns status and does nothing. A plan with first == 0 and probability == 0
+ * injects nothing. */
+typedef struct dev_fault_plan {
+    dev_op_t op;
+    uint64_t first;
+    uint64_t count;
+    double probability;
+    uint64_t seed;
+    lms_status_t status; /* 0 means LMS_ERR_DEVICE */
+} dev_fault_plan_t;
+
+/* Replaces the plan and zeroes the counters. LMS_ERR_INVALID if dev was not
+ * opened with fault_injection. */
+lms_status_t dev_fault_set(dev_device_t *dev, const dev_fault_plan_t *plan);
+/* Calls of op seen by the fault layer since the plan was set (0 without one). */
+uint64_t dev_fault_calls(dev_device_t *dev, dev_op_t op);
+/* Calls failed on purpose since the plan was set. */
+uint64_t dev_fault_injected(dev_device_t *dev);
+
+/* ---- reference results of the test kernels -------------------------------- */
+
+/* Word j (bytes 8j..8j+7, little-endian) of a filled range is dev_mix64(seed + j);
+ * a trailing partial word keeps its low bytes. */
+static inline uint64_t dev_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull; /* splitmix64's finalizer */
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* The checksum of bytes b_0..b_{n-1} is  sum_i (b_i + 1) * (2*DEV_CHECKSUM_A*i + 1)
+ * mod 2^64: every weight is odd, so any single changed byte changes it, and
+ * so does swapping two different bytes (less than 2^35 apart). */
+#define DEV_CHECKSUM_A 0x9e3779b97f4a7c15ull
+
+void dev_fill_ref(void *dst, size_t n, uint64_t seed);
+uint64_t dev_checksum_ref(const void *src, size_t n);
+
+/* ---- calls ---------------------------------------------------------------- */
+
+#define DEV_CALL(dev, op, ...) ((dev)->ops->op((dev)->self, __VA_ARGS__))
+
+static inline lms_status_t dev_mem_info(dev_device_t *d, size_t *f, size_t *t) { return DEV_CALL(d, mem_info, f, t); }
+static inline lms_status_t dev_va_reserve(dev_device_t *d, size_t size, dev_addr_t *base) { return DEV_CALL(d, va_reserve, size, base); }
+static inline lms_status_t dev_va_free(dev_device_t *d, dev_addr_t base, size_t size) { return DEV_CALL(d, va_free, base, size); }
+static inline lms_status_t dev_block_create(dev_device_t *d, dev_block_t *b) { return DEV_CALL(d, block_create, b); }
+static inline lms_status_t dev_block_release(dev_device_t *d, dev_block_t b) { return DEV_CALL(d, block_release, b); }
+static inline lms_status_t dev_map(dev_device_t *d, dev_addr_t va, dev_block_t b) { return DEV_CALL(d, map, va, b); }
+static inline lms_status_t dev_set_access(dev_device_t *d, dev_addr_t va, size_t size) { return DEV_CALL(d, set_access, va, size); }
+static inline lms_status_t dev_unmap(dev_device_t *d, dev_addr_t va, size_t size) { return DEV_CALL(d, unmap, va, size); }
+static inline lms_status_t dev_host_register(dev_device_t *d, void *p, size_t size) { return DEV_CALL(d, host_register, p, size); }
+static inline lms_status_t dev_host_unregister(dev_device_t *d, void *p) { return DEV_CALL(d, host_unregister, p); }
+static inline lms_status_t dev_stream_create(dev_device_t *d, dev_priority_t prio, dev_stream_t **s) { return DEV_CALL(d, stream_create, prio, s); }
+static inline lms_status_t dev_stream_destroy(dev_device_t *d, dev_stream_t *s) { return DEV_CALL(d, stream_destroy, s); }
+static inline lms_status_t dev_stream_synchronize(dev_device_t *d, dev_stream_t *s) { return DEV_CALL(d, stream_synchronize, s); }
+static inline lms_status_t dev_event_create(dev_device_t *d, dev_event_t **e) { return DEV_CALL(d, event_create, e); }
+static inline lms_status_t dev_event_destroy(dev_device_t *d, dev_event_t *e) { return DEV_CALL(d, event_destroy, e); }
+static inline lms_status_t dev_event_record(dev_device_t *d, dev_event_t *e, dev_stream_t *s) { return DEV_CALL(d, event_record, e, s); }
+static inline lms_status_t dev_event_query(dev_device_t *d, dev_event_t *e) { return DEV_CALL(d, event_query, e); }
+static inline lms_status_t dev_event_synchronize(dev_device_t *d, dev_event_t *e) { return DEV_CALL(d, event_synchronize, e); }
+static inline lms_status_t dev_stream_wait_event(dev_device_t *d, dev_stream_t *s, dev_event_t *e) { return DEV_CALL(d, stream_wait_event, s, e); }
+static inline lms_status_t dev_copy_h2d(dev_device_t *d, dev_stream_t *s, dev_addr_t dst, const void *src, size_t n) { return DEV_CALL(d, copy_h2d, s, dst, src, n); }
+static inline lms_status_t dev_copy_d2h(dev_device_t *d, dev_stream_t *s, void *dst, dev_addr_t src, size_t n) { return DEV_CALL(d, copy_d2h, s, dst, src, n); }
+static inline lms_status_t dev_copy_d2d(dev_device_t *d, dev_stream_t *s, dev_addr_t dst, dev_addr_t src, size_t n) { return DEV_CALL(d, copy_d2d, s, dst, src, n); }
+static inline lms_status_t dev_host_func(dev_device_t *d, dev_stream_t *s, dev_host_fn_t fn, void *arg) { return DEV_CALL(d, host_func, s, fn, arg); }
+static inline lms_status_t dev_fill(dev_device_t *d, dev_stream_t *s, dev_addr_t dst, size_t n, uint64_t seed) { return DEV_CALL(d, fill, s, dst, n, seed); }
+static inline lms_status_t dev_checksum(dev_device_t *d, dev_stream_t *s, dev_addr_t src, size_t n, uint64_t *out) { return DEV_CALL(d, checksum, s, src, n, out); }
+static inline lms_status_t dev_axpy(dev_device_t *d, dev_stream_t *s, size_t n, float a, dev_addr_t x, dev_addr_t y) { return DEV_CALL(d, axpy, s, n, a, x, y); }
+
+#endif /* LMS_DEVICE_H */

@@ -1,0 +1,38 @@
+/*
+ * device/layer.h — private to device/: how the layers of a device stack are
+ * opened. dev_open() (device.c) is the only caller; see device.h for the stack.
+ */
+#ifndef LMS_DEVICE_LAYER_H
+#define LMS_DEVICE_LAYER_H
+
+#include "device/device.h"
+
+typedef struct dev_layer {
+    const dev_ops_t *ops;
+    void *self;
+} dev_layer_t;
+
+/* Backends: fill *out and *info, or fail with no resources held. */
+lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t *info);
+lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info);
+
+/* Wrappers: take ownership of inner (closing it on their close), and on
+ * failure leave inner open and untouched. */
+lms_status_t dev_fault_open(dev_layer_t inner, dev_layer_t *out, struct dev_fault **fault);
+lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, dev_layer_t *out);
+
+/* The check layer's teardown and counters (check.c), for dev_close / dev_live. */
+void dev_check_destroy_all(void *check_self);
+void dev_check_live(void *check_self, dev_live_t *out);
+
+/* The fault layer's controls (fault.c), for dev_fault_*. */
+void dev_fault_layer_set(struct dev_fault *fault, const dev_fault_plan_t *plan);
+uint64_t dev_fault_layer_calls(struct dev_fault *fault, dev_op_t op);
+uint64_t dev_fault_layer_injected(struct dev_fault *fault);
+
+/* The CUDA test kernels as a fatbin image (sm_90 SASS + compute_90 PTX),
+ * embedded at build time; size 0 when the build had no nvcc. */
+extern const unsigned char dev_cuda_kernels_image[];
+extern const size_t dev_cuda_kernels_image_size;
+
+#endif /* LMS_DEVICE_LAYER_H */

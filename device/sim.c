@@ -1,0 +1,667 @@
+/*
+ * device/sim.c — the sim backend: a GPU emulated in host memory, with the
+ * failure semantics of a real one. See Note [Sim semantics].
+ *
+ * Owns: the memfd that is the device memory and its free-block stack, every
+ * stream's worker thread and FIFO, the events, the two throttled links.
+ *
+ * Locks (never two at once, except event_lock -> a stream's lock):
+ *   sim.lock        guards free_blocks / free_count
+ *   sim.event_lock  guards every event's (stream, seq)
+ *   stream.lock     guards that stream's queue, counters and stopping flag
+ *   link.lock       guards that link's busy_until
+ * No lock is held while an op runs on a worker, so a host function or a
+ * "kernel" may fault (SIGSEGV) without leaving a lock behind that matters.
+ *
+ * Note [Sim semantics]
+ * - VA reservation is mmap(PROT_NONE, MAP_NORESERVE): touching it faults.
+ * - Device memory is one memfd of the configured capacity, cut into blocks of
+ *   the granularity. map = mmap(MAP_SHARED|MAP_FIXED) of a block, still
+ *   PROT_NONE; set_access = mprotect(READ|WRITE), as cuMemMap needs
+ *   cuMemSetAccess; unmap = an anonymous PROT_NONE mapping over the range, so a
+ *   later touch gets SIGSEGV as a real kernel gets an illegal address. The same
+ *   block mapped at two VAs shows the same bytes. Released blocks are punched
+ *   out of the memfd, so a fresh block reads zeros and costs no host memory.
+ * - Each stream is a worker thread running a FIFO of ops (copies, host
+ *   functions, test kernels, event waits). An op's number in its stream is its
+ *   seq; the stream counts submitted and completed ops. An event is the pair
+ *   (stream, seq of the last op submitted when it was recorded): done when that
+ *   stream has completed seq ops. A wait is an op that blocks its worker until
+ *   then. So events cost no queue entry and work across streams.
+ * - Copies in one direction share one link. With a bandwidth set, a copy
+ *   reserves the link's next free time slot of n / bandwidth and finishes at
+ *   the end of it, so copies overlap compute and each other as on a real GPU
+ *   (H2D and D2H in parallel, two H2D copies one after the other). D2D copies
+ *   and kernels are not throttled.
+ * - Stream priorities are accepted and ignored.
+ * - Many mappings make many kernel VMAs: the process's vm.max_map_count
+ *   (65530 by default) bounds the blocks that can be mapped apart at once.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <numa.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "device/layer.h"
+
+typedef struct link {
+    pthread_mutex_t lock;
+    double bytes_per_ns; /* 0: unthrottled */
+    uint64_t busy_until; /* ns; when the last reserved slot ends */
+} link_t;
+
+typedef struct sim {
+    int memfd;               /* the device memory */
+    size_t capacity;         /* bytes; a multiple of granularity */
+    size_t granularity;
+    size_t nblocks;          /* capacity / granularity */
+    pthread_mutex_t lock;
+    uint32_t *free_blocks;   /* stack of free block indices; top = next created */
+    size_t free_count;
+    link_t h2d, d2h;
+    pthread_mutex_t event_lock;
+} sim_t;
+
+typedef struct sim_stream sim_stream_t;
+typedef struct sim_op sim_op_t;
+
+struct sim_op {
+    void (*run)(sim_op_t *op);
+    sim_op_t *next;
+    union {
+        struct { void *dst; const void *src; size_t n; link_t *link; } copy;
+        struct { dev_host_fn_t fn; void *arg; } host;
+        struct { sim_stream_t *stream; uint64_t seq; } wait;
+        struct { void *dst; size_t n; uint64_t seed; } fill;
+        struct { const void *src; size_t n; uint64_t *out; } checksum;
+        struct { size_t n; float a; const float *x; float *y; } axpy;
+    } u;
+};
+
+struct sim_stream {
+    pthread_t worker;
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* an op was queued or finished, or stopping was set */
+    sim_op_t *head, *tail;  /* ops not yet started */
+    uint64_t submitted;     /* ops queued so far */
+    uint64_t completed;     /* ops finished so far (FIFO: the first `completed`) */
+    bool stopping;          /* destroy was called: drain, then exit */
+    atomic_int refs;        /* the creator, each event recorded here, each pending wait */
+};
+
+typedef struct sim_event {
+    sim_stream_t *stream; /* of the latest record, with a reference; NULL: never recorded */
+    uint64_t seq;         /* done when stream->completed >= seq */
+} sim_event_t;
+
+static void *as_ptr(dev_addr_t a) { return (void *)(uintptr_t)a; }
+
+static lms_status_t sys_fail(const char *what, int err)
+{
+    return base_fail(err == ENOMEM ? LMS_ERR_OUT_OF_MEMORY : LMS_ERR_SYSTEM, "sim: %s: %s%s",
+                     what, strerror(err),
+                     err == ENOMEM ? " (too many mappings? see vm.max_map_count)" : "");
+}
+
+/* ---- streams ------------------------------------------------------------ */
+
+static void stream_unref(sim_stream_t *s)
+{
+    if (s == NULL || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    pthread_cond_destroy(&s->changed);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+static void *worker_main(void *arg)
+{
+    sim_stream_t *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (s->head == NULL && !s->stopping)
+            pthread_cond_wait(&s->changed, &s->lock);
+        sim_op_t *op = s->head;
+        if (op == NULL)
+            break; /* stopping and drained */
+        s->head = op->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+        op->run(op);
+        free(op);
+        pthread_mutex_lock(&s->lock);
+        s->completed++;
+        pthread_cond_broadcast(&s->changed);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Blocks until s has completed seq ops. */
+static void stream_wait_seq(sim_stream_t *s, uint64_t seq)
+{
+    pthread_mutex_lock(&s->lock);
+    while (s->completed < seq)
+        pthread_cond_wait(&s->changed, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Queues a copy of op at the end of stream. */
+static lms_status_t submit(dev_stream_t *stream, sim_op_t op)
+{
+    sim_stream_t *s = (sim_stream_t *)stream;
+    sim_op_t *p = malloc(sizeof *p);
+    if (p == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for a stream op");
+    *p = op;
+    p->next = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->tail != NULL)
+        s->tail->next = p;
+    else
+        s->head = p;
+    s->tail = p;
+    s->submitted++;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+    return LMS_OK;
+}
+
+static lms_status_t sim_stream_create(void *self, dev_priority_t priority, dev_stream_t **out)
+{
+    (void)self;
+    (void)priority;
+    sim_stream_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for a stream");
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->changed, NULL);
+    atomic_init(&s->refs, 1);
+    int err = pthread_create(&s->worker, NULL, worker_main, s);
+    if (err != 0) {
+        stream_unref(s);
+        return sys_fail("pthread_create for a stream", err);
+    }
+    *out = (dev_stream_t *)s;
+    return LMS_OK;
+}
+
+static lms_status_t sim_stream_destroy(void *self, dev_stream_t *stream)
+{
+    (void)self;
+    sim_stream_t *s = (sim_stream_t *)stream;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->worker, NULL); /* the queued work runs to the end first */
+    stream_unref(s);
+    return LMS_OK;
+}
+
+static lms_status_t sim_stream_synchronize(void *self, dev_stream_t *stream)
+{
+    (void)self;
+    sim_stream_t *s = (sim_stream_t *)stream;
+    pthread_mutex_lock(&s->lock);
+    uint64_t seq = s->submitted;
+    pthread_mutex_unlock(&s->lock);
+    stream_wait_seq(s, seq);
+    return LMS_OK;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static lms_status_t sim_event_create(void *self, dev_event_t **out)
+{
+    (void)self;
+    sim_event_t *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for an event");
+    *out = (dev_event_t *)e;
+    return LMS_OK;
+}
+
+static lms_status_t sim_event_destroy(void *self, dev_event_t *event)
+{
+    (void)self;
+    sim_event_t *e = (sim_event_t *)event;
+    stream_unref(e->stream);
+    free(e);
+    return LMS_OK;
+}
+
+static lms_status_t sim_event_record(void *self, dev_event_t *event, dev_stream_t *stream)
+{
+    sim_t *sim = self;
+    sim_event_t *e = (sim_event_t *)event;
+    sim_stream_t *s = (sim_stream_t *)stream;
+    pthread_mutex_lock(&s->lock);
+    uint64_t seq = s->submitted;
+    pthread_mutex_unlock(&s->lock);
+    atomic_fetch_add(&s->refs, 1);
+    pthread_mutex_lock(&sim->event_lock);
+    sim_stream_t *old = e->stream;
+    e->stream = s;
+    e->seq = seq;
+    pthread_mutex_unlock(&sim->event_lock);
+    stream_unref(old);
+    return LMS_OK;
+}
+
+/* The event's latest record, with a reference on its stream; stream NULL if
+ * it was never recorded or that work has already completed. */
+static sim_stream_t *event_pending(sim_t *sim, sim_event_t *e, uint64_t *seq)
+{
+    pthread_mutex_lock(&sim->event_lock);
+    sim_stream_t *s = e->stream;
+    *seq = e->seq;
+    if (s != NULL) {
+        pthread_mutex_lock(&s->lock);
+        bool done = s->completed >= *seq;
+        pthread_mutex_unlock(&s->lock);
+        if (done)
+            s = NULL;
+        else
+            atomic_fetch_add(&s->refs, 1);
+    }
+    pthread_mutex_unlock(&sim->event_lock);
+    return s;
+}
+
+static lms_status_t sim_event_query(void *self, dev_event_t *event)
+{
+    uint64_t seq;
+    sim_stream_t *s = event_pending(self, (sim_event_t *)event, &seq);
+    stream_unref(s);
+    return s == NULL ? LMS_OK : LMS_NOT_READY;
+}
+
+static lms_status_t sim_event_synchronize(void *self, dev_event_t *event)
+{
+    uint64_t seq;
+    sim_stream_t *s = event_pending(self, (sim_event_t *)event, &seq);
+    if (s != NULL) {
+        stream_wait_seq(s, seq);
+        stream_unref(s);
+    }
+    return LMS_OK;
+}
+
+static void run_wait(sim_op_t *op)
+{
+    stream_wait_seq(op->u.wait.stream, op->u.wait.seq);
+    stream_unref(op->u.wait.stream);
+}
+
+static lms_status_t sim_stream_wait_event(void *self, dev_stream_t *stream, dev_event_t *event)
+{
+    uint64_t seq;
+    sim_stream_t *s = event_pending(self, (sim_event_t *)event, &seq);
+    if (s == NULL)
+        return LMS_OK; /* nothing to wait for */
+    /* the op owns the reference on s */
+    lms_status_t st = submit(stream, (sim_op_t){.run = run_wait, .u.wait = {s, seq}});
+    if (st != LMS_OK)
+        stream_unref(s);
+    return st;
+}
+
+/* ---- copies, host functions, kernels -------------------------------------- */
+
+static void run_copy(sim_op_t *op)
+{
+    link_t *link = op->u.copy.link;
+    uint64_t end = 0;
+    if (link != NULL && link->bytes_per_ns > 0) {
+        pthread_mutex_lock(&link->lock);
+        uint64_t now = base_now_ns();
+        uint64_t start = link->busy_until > now ? link->busy_until : now;
+        end = start + (uint64_t)ceil((double)op->u.copy.n / link->bytes_per_ns);
+        link->busy_until = end;
+        pthread_mutex_unlock(&link->lock);
+    }
+    memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
+    if (end != 0)
+        base_sleep_until_ns(end);
+}
+
+static lms_status_t copy(dev_stream_t *stream, void *dst, const void *src, size_t n, link_t *link)
+{
+    return submit(stream, (sim_op_t){.run = run_copy, .u.copy = {dst, src, n, link}});
+}
+
+static lms_status_t sim_copy_h2d(void *self, dev_stream_t *s, dev_addr_t dst, const void *src,
+                                 size_t n)
+{
+    return copy(s, as_ptr(dst), src, n, &((sim_t *)self)->h2d);
+}
+
+static lms_status_t sim_copy_d2h(void *self, dev_stream_t *s, void *dst, dev_addr_t src, size_t n)
+{
+    return copy(s, dst, as_ptr(src), n, &((sim_t *)self)->d2h);
+}
+
+static lms_status_t sim_copy_d2d(void *self, dev_stream_t *s, dev_addr_t dst, dev_addr_t src,
+                                 size_t n)
+{
+    (void)self;
+    return copy(s, as_ptr(dst), as_ptr(src), n, NULL);
+}
+
+static void run_host(sim_op_t *op) { op->u.host.fn(op->u.host.arg); }
+
+static lms_status_t sim_host_func(void *self, dev_stream_t *s, dev_host_fn_t fn, void *arg)
+{
+    (void)self;
+    return submit(s, (sim_op_t){.run = run_host, .u.host = {fn, arg}});
+}
+
+static void run_fill(sim_op_t *op) { dev_fill_ref(op->u.fill.dst, op->u.fill.n, op->u.fill.seed); }
+
+static lms_status_t sim_fill(void *self, dev_stream_t *s, dev_addr_t dst, size_t n, uint64_t seed)
+{
+    (void)self;
+    return submit(s, (sim_op_t){.run = run_fill, .u.fill = {as_ptr(dst), n, seed}});
+}
+
+static void run_checksum(sim_op_t *op)
+{
+    *op->u.checksum.out = dev_checksum_ref(op->u.checksum.src, op->u.checksum.n);
+}
+
+static lms_status_t sim_checksum(void *self, dev_stream_t *s, dev_addr_t src, size_t n,
+                                 uint64_t *out)
+{
+    (void)self;
+    return submit(s, (sim_op_t){.run = run_checksum, .u.checksum = {as_ptr(src), n, out}});
+}
+
+static void run_axpy(sim_op_t *op)
+{
+    const float *x = op->u.axpy.x;
+    float *y = op->u.axpy.y;
+    for (size_t i = 0; i < op->u.axpy.n; i++)
+        y[i] = fmaf(op->u.axpy.a, x[i], y[i]);
+}
+
+static lms_status_t sim_axpy(void *self, dev_stream_t *s, size_t n, float a, dev_addr_t x,
+                             dev_addr_t y)
+{
+    (void)self;
+    return submit(s, (sim_op_t){.run = run_axpy, .u.axpy = {n, a, as_ptr(x), as_ptr(y)}});
+}
+
+/* ---- memory --------------------------------------------------------------- */
+
+static lms_status_t sim_mem_info(void *self, size_t *free_bytes, size_t *total_bytes)
+{
+    sim_t *sim = self;
+    pthread_mutex_lock(&sim->lock);
+    *free_bytes = sim->free_count * sim->granularity;
+    pthread_mutex_unlock(&sim->lock);
+    *total_bytes = sim->capacity;
+    return LMS_OK;
+}
+
+static lms_status_t sim_va_reserve(void *self, size_t size, dev_addr_t *base)
+{
+    sim_t *sim = self;
+    size_t align = sim->granularity;
+    if (size > SIZE_MAX - align)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: cannot reserve %zu bytes", size);
+    char *p = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return sys_fail("mmap for a VA reservation", errno);
+    char *aligned = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+    if (aligned > p)
+        munmap(p, (size_t)(aligned - p));
+    munmap(aligned + size, (size_t)(p + align - aligned));
+    *base = (dev_addr_t)(uintptr_t)aligned;
+    return LMS_OK;
+}
+
+static lms_status_t sim_va_free(void *self, dev_addr_t base, size_t size)
+{
+    (void)self;
+    if (munmap(as_ptr(base), size) != 0)
+        return sys_fail("munmap of a VA reservation", errno);
+    return LMS_OK;
+}
+
+static lms_status_t sim_block_create(void *self, dev_block_t *block)
+{
+    sim_t *sim = self;
+    pthread_mutex_lock(&sim->lock);
+    if (sim->free_count == 0) {
+        pthread_mutex_unlock(&sim->lock);
+        char cap[32];
+        return base_fail(LMS_ERR_OUT_OF_MEMORY,
+                         "sim: device memory exhausted: all %zu blocks of the %s device are in use "
+                         "(raise LMS_SIM_MEMORY)",
+                         sim->nblocks, base_format_size(sim->capacity, cap, sizeof cap));
+    }
+    *block = (dev_block_t)sim->free_blocks[--sim->free_count] + 1;
+    pthread_mutex_unlock(&sim->lock);
+    return LMS_OK;
+}
+
+static bool block_ok(const sim_t *sim, dev_block_t block)
+{
+    return block >= 1 && block <= sim->nblocks;
+}
+
+static lms_status_t sim_block_release(void *self, dev_block_t block)
+{
+    sim_t *sim = self;
+    if (!block_ok(sim, block))
+        return base_fail(LMS_ERR_INVALID, "sim: block_release: no block %llu",
+                         (unsigned long long)block);
+    off_t offset = (off_t)((block - 1) * sim->granularity);
+    /* Gives the pages back to the host; the data is dead anyway. On failure
+     * the block is still usable, only its memory is not returned early. */
+    (void)fallocate(sim->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                    (off_t)sim->granularity);
+    pthread_mutex_lock(&sim->lock);
+    sim->free_blocks[sim->free_count++] = (uint32_t)(block - 1);
+    pthread_mutex_unlock(&sim->lock);
+    return LMS_OK;
+}
+
+/* Puts the reserved-but-unmapped state back over [va, va+size). */
+static int unmap_range(dev_addr_t va, size_t size)
+{
+    void *p = mmap(as_ptr(va), size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return p == MAP_FAILED ? errno : 0;
+}
+
+static lms_status_t sim_map(void *self, dev_addr_t va, dev_block_t block)
+{
+    sim_t *sim = self;
+    if (!block_ok(sim, block))
+        return base_fail(LMS_ERR_INVALID, "sim: map: no block %llu", (unsigned long long)block);
+    void *p = mmap(as_ptr(va), sim->granularity, PROT_NONE, MAP_SHARED | MAP_FIXED, sim->memfd,
+                   (off_t)((block - 1) * sim->granularity));
+    if (p == MAP_FAILED) {
+        int err = errno;
+        unmap_range(va, sim->granularity); /* MAP_FIXED may have dropped the old mapping */
+        return sys_fail("mmap of a block", err);
+    }
+    return LMS_OK;
+}
+
+static lms_status_t sim_set_access(void *self, dev_addr_t va, size_t size)
+{
+    (void)self;
+    if (mprotect(as_ptr(va), size, PROT_READ | PROT_WRITE) != 0)
+        return sys_fail("mprotect for access", errno);
+    return LMS_OK;
+}
+
+static lms_status_t sim_unmap(void *self, dev_addr_t va, size_t size)
+{
+    (void)self;
+    int err = unmap_range(va, size);
+    return err ? sys_fail("mmap to unmap", err) : LMS_OK;
+}
+
+/* Host memory needs no pinning to be copied by a worker thread: the check
+ * layer keeps the registrations, so misuse is still caught. */
+static lms_status_t sim_host_register(void *self, void *ptr, size_t size)
+{
+    (void)self, (void)ptr, (void)size;
+    return LMS_OK;
+}
+
+static lms_status_t sim_host_unregister(void *self, void *ptr)
+{
+    (void)self, (void)ptr;
+    return LMS_OK;
+}
+
+/* ---- open and close --------------------------------------------------------- */
+
+static void sim_close(void *self)
+{
+    sim_t *sim = self;
+    close(sim->memfd);
+    free(sim->free_blocks);
+    pthread_mutex_destroy(&sim->lock);
+    pthread_mutex_destroy(&sim->event_lock);
+    pthread_mutex_destroy(&sim->h2d.lock);
+    pthread_mutex_destroy(&sim->d2h.lock);
+    free(sim);
+}
+
+static const dev_ops_t sim_ops = {
+    .name = "sim",
+    .close = sim_close,
+    .mem_info = sim_mem_info,
+    .va_reserve = sim_va_reserve,
+    .va_free = sim_va_free,
+    .block_create = sim_block_create,
+    .block_release = sim_block_release,
+    .map = sim_map,
+    .set_access = sim_set_access,
+    .unmap = sim_unmap,
+    .host_register = sim_host_register,
+    .host_unregister = sim_host_unregister,
+    .stream_create = sim_stream_create,
+    .stream_destroy = sim_stream_destroy,
+    .stream_synchronize = sim_stream_synchronize,
+    .event_create = sim_event_create,
+    .event_destroy = sim_event_destroy,
+    .event_record = sim_event_record,
+    .event_query = sim_event_query,
+    .event_synchronize = sim_event_synchronize,
+    .stream_wait_event = sim_stream_wait_event,
+    .copy_h2d = sim_copy_h2d,
+    .copy_d2h = sim_copy_d2h,
+    .copy_d2d = sim_copy_d2d,
+    .host_func = sim_host_func,
+    .fill = sim_fill,
+    .checksum = sim_checksum,
+    .axpy = sim_axpy,
+};
+
+static lms_status_t check_config(const dev_config_t *cfg)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t g = cfg->sim_granularity;
+    if (g < page || (g & (g - 1)) != 0)
+        return base_fail(LMS_ERR_INVALID,
+                         "sim: granularity %zu must be a power of two of at least the page size "
+                         "(%zu) (LMS_SIM_GRANULARITY)",
+                         g, page);
+    if (cfg->sim_memory < g || cfg->sim_memory % g != 0 || cfg->sim_memory / g > UINT32_MAX)
+        return base_fail(LMS_ERR_INVALID,
+                         "sim: memory %zu must be a nonzero multiple of the granularity %zu "
+                         "(LMS_SIM_MEMORY)",
+                         cfg->sim_memory, g);
+    if (!(cfg->sim_h2d_gbps >= 0) || !(cfg->sim_d2h_gbps >= 0) || isinf(cfg->sim_h2d_gbps) ||
+        isinf(cfg->sim_d2h_gbps))
+        return base_fail(LMS_ERR_INVALID,
+                         "sim: bandwidths must be finite and >= 0 GB/s (got h2d %g, d2h %g)",
+                         cfg->sim_h2d_gbps, cfg->sim_d2h_gbps);
+    return LMS_OK;
+}
+
+static int nearest_numa_node(void)
+{
+    if (numa_available() < 0)
+        return -1;
+    int cpu = sched_getcpu();
+    return cpu < 0 ? -1 : numa_node_of_cpu(cpu);
+}
+
+lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t *info)
+{
+    lms_status_t st = check_config(cfg);
+    if (st != LMS_OK)
+        return st;
+    sim_t *sim = calloc(1, sizeof *sim);
+    if (sim == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for the device");
+    sim->capacity = cfg->sim_memory;
+    sim->granularity = cfg->sim_granularity;
+    sim->nblocks = cfg->sim_memory / cfg->sim_granularity;
+    sim->free_blocks = malloc(sim->nblocks * sizeof *sim->free_blocks);
+    if (sim->free_blocks == NULL) {
+        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for %zu blocks", sim->nblocks);
+        goto fail_sim;
+    }
+    sim->memfd = memfd_create("lms-sim-device", MFD_CLOEXEC);
+    if (sim->memfd < 0) {
+        st = sys_fail("memfd_create", errno);
+        goto fail_blocks;
+    }
+    if (ftruncate(sim->memfd, (off_t)sim->capacity) != 0) {
+        st = sys_fail("ftruncate of the device memory", errno);
+        goto fail_fd;
+    }
+    for (size_t i = 0; i < sim->nblocks; i++) /* block 0 is created first */
+        sim->free_blocks[i] = (uint32_t)(sim->nblocks - 1 - i);
+    sim->free_count = sim->nblocks;
+    pthread_mutex_init(&sim->lock, NULL);
+    pthread_mutex_init(&sim->event_lock, NULL);
+    pthread_mutex_init(&sim->h2d.lock, NULL);
+    pthread_mutex_init(&sim->d2h.lock, NULL);
+    sim->h2d.bytes_per_ns = cfg->sim_h2d_gbps; /* 1 GB/s = 1 byte/ns */
+    sim->d2h.bytes_per_ns = cfg->sim_d2h_gbps;
+
+    char cap[32], gran[32];
+    *info = (dev_info_t){
+        .backend = "sim",
+        .ordinal = 0,
+        .total_memory = sim->capacity,
+        .granularity = sim->granularity,
+        .host_numa_node = nearest_numa_node(),
+        .has_kernels = true,
+    };
+    snprintf(info->name, sizeof info->name, "simulated GPU (%s, %s blocks)",
+             base_format_size(sim->capacity, cap, sizeof cap),
+             base_format_size(sim->granularity, gran, sizeof gran));
+    *out = (dev_layer_t){&sim_ops, sim};
+    return LMS_OK;
+
+fail_fd:
+    close(sim->memfd);
+fail_blocks:
+    free(sim->free_blocks);
+fail_sim:
+    free(sim);
+    return st;
+}
