@@ -1,0 +1,1176 @@
+/*
+ * device/cuda.c — the cuda backend: the ops of device.h on a real GPU, through
+ * the CUDA driver API.
+ *
+ * Owns, for each open device (a cuda_t):
+ *   - a handle on libcuda.so.1 from dlopen: liblms is never linked against
+ *     libcuda, so it loads on a machine with no driver;
+ *   - the driver's entry points, resolved at open from one list,
+ *     DRIVER_FUNCS (see Note [Resolving the driver]);
+ *   - one reference on the device's primary context (see Note [Current context]);
+ *   - from the first test kernel on: the kernels' module and the checksum ring
+ *     (see Note [Checksum ring]).
+ * What the ops hand out is the driver's own object, cast: a dev_stream_t * is
+ * a CUstream, a dev_event_t * a CUevent, a dev_block_t a
+ * CUmemGenericAllocationHandle. This file keeps no table of them and checks no
+ * argument; the check layer above it does both (check.c). It must still never
+ * crash on what the driver rejects: every CUresult becomes a status through
+ * fail().
+ *
+ * Invariants: every field of cuda_t except the kernel state is set by
+ * dev_cuda_open and never changes. The kernel state is set once, under
+ * kernels_lock, before kernels_loaded is set (release), and does not change
+ * until close. A ring slot is busy from the checksum call that claims it to
+ * the host function that delivers its result.
+ *
+ * Locks: kernels_lock guards the loading of the kernel state and nothing else;
+ * it is taken on the first kernel call of each device (later calls see
+ * kernels_loaded and skip it), and no host function takes it. Ring slots are
+ * claimed and freed with atomics. Everything else is read-only after open and
+ * the driver is thread-safe, so the ops run concurrently without a lock.
+ */
+#include "device/layer.h"
+
+#include "base/base.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if CUDA_VERSION < 12000
+#error "device/cuda.c needs CUDA 12.0 headers or later (cuGetProcAddress_v2)"
+#endif
+
+_Static_assert(sizeof(dev_addr_t) == sizeof(CUdeviceptr), "a dev_addr_t holds a CUdeviceptr");
+_Static_assert(sizeof(dev_block_t) == sizeof(CUmemGenericAllocationHandle),
+               "a dev_block_t holds a CUmemGenericAllocationHandle");
+_Static_assert(sizeof(void *) == sizeof(void (*)(void)),
+               "a function pointer travels through void * (dlsym, cuGetProcAddress)");
+
+/*
+ * Note [Resolving the driver]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * cuGetProcAddress_v2 (CUDA 12.0 and later) is the one symbol taken with
+ * dlsym. Every other entry point is asked of it by its base name
+ * ("cuMemGetInfo", never "cuMemGetInfo_v2": #fn stringifies the name as
+ * written in DRIVER_FUNCS, before cuda.h's #define turns it into the _v2
+ * name) with cudaVersion = CUDA_VERSION, the version of the headers this file
+ * is compiled against. The driver then returns the variant whose ABI is the
+ * prototype in those headers, which is the type of each field (__typeof__ of
+ * the declaration, _v2 where cuda.h says so). Every lookup must report
+ * CU_GET_PROC_ADDRESS_SUCCESS with a non-NULL pointer.
+ *
+ * A driver older than CUDA_VERSION cannot honour that (cuGetProcAddress
+ * rejects a cudaVersion above its own), so open first asks it for
+ * cuDriverGetVersion, at version 12.0 which every driver with
+ * cuGetProcAddress_v2 serves, and refuses an older driver with a message
+ * naming both versions.
+ *
+ * There is no fallback to the v1 cuGetProcAddress, which has no symbolStatus
+ * argument: a driver without cuGetProcAddress_v2 is older than CUDA 12.0, so
+ * it would refuse CUDA_VERSION (12.0 or later) for every symbol anyway.
+ *
+ * libcuda is opened RTLD_NODELETE: dlclose balances dlopen, but the library
+ * stays mapped, because after cuInit the driver has threads of its own (host
+ * functions run on one) and cuInit cannot be undone; unmapping the code under
+ * them would crash the process.
+ */
+
+/* Every driver function the backend calls, by base name. */
+#define DRIVER_FUNCS(X)                                                                      \
+    /* errors, initialization, devices */                                                   \
+    X(cuGetErrorName) X(cuGetErrorString) X(cuInit) X(cuDeviceGet) X(cuDeviceGetCount)      \
+    X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)   \
+    /* contexts */                                                                          \
+    X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent)             \
+    X(cuCtxSetCurrent) X(cuCtxGetStreamPriorityRange) X(cuCtxSynchronize)                   \
+    /* memory */                                                                            \
+    X(cuMemGetInfo) X(cuMemGetAllocationGranularity) X(cuMemAddressReserve)                 \
+    X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemSetAccess)        \
+    X(cuMemUnmap) X(cuMemHostRegister) X(cuMemHostUnregister)                               \
+    /* streams, events, copies, host functions */                                           \
+    X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)                 \
+    X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                     \
+    X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)    \
+    X(cuMemcpyDtoDAsync) X(cuLaunchHostFunc)                                                \
+    /* test kernels */                                                                      \
+    X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)          \
+    X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemsetD8Async)
+
+/* The entry points. A field's name is what cuda.h makes of the base name
+ * (cuMemGetInfo_v2 for cuMemGetInfo), and so is every call through it. */
+typedef struct driver {
+#define DRIVER_FIELD(fn) __typeof__(fn) *fn;
+    DRIVER_FUNCS(DRIVER_FIELD)
+#undef DRIVER_FIELD
+} driver_t;
+
+static const struct driver_sym {
+    const char *name; /* the base name, as cuGetProcAddress wants it */
+    size_t offset;    /* of its pointer in driver_t */
+} driver_syms[] = {
+#define DRIVER_SYM(fn) {#fn, offsetof(driver_t, fn)},
+    DRIVER_FUNCS(DRIVER_SYM)
+#undef DRIVER_SYM
+};
+
+typedef __typeof__(cuGetProcAddress_v2) get_proc_t;
+
+/*
+ * Note [Current context]
+ * ~~~~~~~~~~~~~~~~~~~~~~
+ * Driver calls act on the calling thread's current context. Open retains the
+ * device's primary context, the one cudart (and so PyTorch) uses, so that
+ * lms's memory, streams and events live where the application's do; close
+ * releases it. An op makes it current on a thread that lacks it, and leaves it
+ * current (no push and pop per call).
+ *
+ * The fast path is use_context(): current_id, thread-local, is the id of the
+ * cuda_t that last made its context current on this thread; when it matches,
+ * the op makes no extra driver call. Ids come from a counter and are never
+ * reused, so a thread's entry for a closed device never matches a later one.
+ *
+ * The cache cannot see other code (cudaSetDevice, the application's own
+ * cuCtxSetCurrent) switch the thread to another context behind it. Ops that
+ * name their objects (VAs, handles, streams, events) are not misled by that;
+ * the ops whose effect depends on which context is current (creating streams
+ * and events, host registration, mem_info, loading and launching the test
+ * kernels: a kernel must be launched from its stream's context) call
+ * use_context_checked(), which asks the driver (cuCtxGetCurrent, cheap).
+ *
+ * Consequence for callers: a thread that has called an op has this device's
+ * primary context current afterwards, whatever it had before.
+ */
+static _Thread_local uint64_t current_id; /* 0: none yet */
+static atomic_uint_fast64_t next_id = 1;
+
+/*
+ * Note [Checksum ring]
+ * ~~~~~~~~~~~~~~~~~~~~
+ * checksum must deliver 8 bytes into *out, which may be pageable host memory,
+ * without blocking the host when it is enqueued. A D2H copy into pageable
+ * memory may block, and a host function must not call the driver, so each
+ * checksum claims a slot k of a ring and enqueues on its stream:
+ *   1. cuMemsetD8Async: device word k = 0;
+ *   2. the checksum kernel, which atomically adds into device word k;
+ *   3. cuMemcpyDtoHAsync: device word k -> pinned host word k;
+ *   4. cuLaunchHostFunc(deliver): *out = pinned word k, then frees slot k.
+ * The device words (cuMemAlloc) and pinned words (cuMemAllocHost) are
+ * allocated once, when the kernels are loaded.
+ *
+ * Limit: at most RING_SLOTS checksums per device may be in flight (claimed and
+ * not yet delivered). One more fails with LMS_ERR_UNSUPPORTED and enqueues
+ * nothing; synchronizing a stream that carries checksums frees their slots.
+ * If enqueuing fails after step 1, work already queued may still write slot
+ * k, so the slot is never freed (it stays busy; the driver failing there
+ * means the context is usually lost anyway). If the context fails, the driver
+ * does not run host functions, so *out is not written and the slot stays busy.
+ */
+#define RING_SLOTS 4096
+
+typedef struct ring_slot {
+    atomic_bool busy;    /* claimed by a checksum that has not delivered yet */
+    uint64_t *out;       /* where deliver() stores the result */
+    const uint64_t *word; /* the pinned host word the D2H copy fills */
+} ring_slot_t;
+
+#define KERNEL_THREADS 256 /* a multiple of the warp size: the checksum reduces per warp */
+#define BLOCKS_PER_SM 8
+
+typedef struct cuda {
+    driver_t drv;      /* entry points, resolved at open */
+    void *libcuda;     /* dlopen handle */
+    uint64_t id;       /* unique among opens: see Note [Current context] */
+    int ordinal;
+    CUdevice device;
+    CUcontext ctx;     /* the device's primary context, retained */
+    size_t granularity;
+    int high_priority; /* the device's greatest stream priority */
+    unsigned max_blocks; /* grid size cap of the test kernels */
+    CUmemAllocationProp block_prop; /* one pinned block on this device */
+    CUmemAccessDesc access;         /* read/write for this device */
+    char no_kernels[128]; /* why the test kernels are unavailable; "" if they are */
+
+    pthread_mutex_t kernels_lock; /* guards loading the kernel state below */
+    atomic_bool kernels_loaded;   /* set (release) once the kernel state is */
+    CUmodule module;
+    CUfunction fill_fn, checksum_fn, axpy_fn;
+    ring_slot_t *ring;      /* RING_SLOTS slots, host memory */
+    CUdeviceptr ring_dev;   /* RING_SLOTS device words the checksum kernel adds into */
+    uint64_t *ring_host;    /* RING_SLOTS pinned host words */
+    atomic_uint ring_next;  /* where the next claim starts looking */
+} cuda_t;
+
+/* ---- errors ----------------------------------------------------------------- */
+
+/* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" into buf. Works with the error
+ * functions not (yet) resolved. */
+static void error_text(const driver_t *drv, CUresult r, char *buf, size_t len)
+{
+    const char *name = NULL, *text = NULL;
+    if (drv->cuGetErrorName == NULL || drv->cuGetErrorName(r, &name) != CUDA_SUCCESS)
+        name = NULL;
+    if (drv->cuGetErrorString == NULL || drv->cuGetErrorString(r, &text) != CUDA_SUCCESS)
+        text = NULL;
+    if (name != NULL)
+        snprintf(buf, len, "%s (%s)", name, text != NULL ? text : "no description");
+    else
+        snprintf(buf, len, "CUresult %d", (int)r);
+}
+
+static lms_status_t status_of(CUresult r)
+{
+    switch (r) {
+    case CUDA_ERROR_OUT_OF_MEMORY:
+        return LMS_ERR_OUT_OF_MEMORY;
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_INVALID_HANDLE:
+        return LMS_ERR_INVALID;
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_NOT_INITIALIZED:
+    case CUDA_ERROR_DEINITIALIZED:
+    case CUDA_ERROR_STUB_LIBRARY:
+    /* The driver API's forms of "insufficient driver" (cudart's
+     * cudaErrorInsufficientDriver has no CUDA_ERROR_ twin). */
+    case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+        return LMS_ERR_NO_DEVICE;
+    case CUDA_ERROR_NOT_SUPPORTED:
+        return LMS_ERR_UNSUPPORTED;
+    default:
+        return LMS_ERR_DEVICE;
+    }
+}
+
+/* The one way a driver failure leaves this file: records
+ * "<call and its arguments>: <error name> (<error string>)" and returns the
+ * status r maps to. r must not be CUDA_SUCCESS. */
+static lms_status_t fail(const driver_t *drv, CUresult r, const char *call, ...)
+    __attribute__((format(printf, 3, 4)));
+static lms_status_t fail(const driver_t *drv, CUresult r, const char *call, ...)
+{
+    char what[256], text[192];
+    va_list ap;
+    va_start(ap, call);
+    vsnprintf(what, sizeof what, call, ap);
+    va_end(ap);
+    error_text(drv, r, text, sizeof text);
+    return base_fail(status_of(r), "%s: %s", what, text);
+}
+
+/* For close, which cannot fail: logs r unless it is CUDA_SUCCESS. At process
+ * exit the driver may already be gone (DEINITIALIZED): that is only debug. */
+static void log_close_error(const cuda_t *c, CUresult r, const char *call)
+{
+    if (r == CUDA_SUCCESS)
+        return;
+    char text[192];
+    error_text(&c->drv, r, text, sizeof text);
+    base_log(r == CUDA_ERROR_DEINITIALIZED ? BASE_LOG_DEBUG : BASE_LOG_WARN,
+             "cuda: closing device %d: %s: %s", c->ordinal, call, text);
+}
+
+/* ---- context ---------------------------------------------------------------- */
+
+/* Makes c's context current on this thread unless the cache says it is.
+ * See Note [Current context]. */
+static lms_status_t use_context(cuda_t *c)
+{
+    if (current_id == c->id)
+        return LMS_OK;
+    CUresult r = c->drv.cuCtxSetCurrent(c->ctx);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuCtxSetCurrent(primary context of device %d)", c->ordinal);
+    current_id = c->id;
+    return LMS_OK;
+}
+
+/* Same, asking the driver which context is current instead of trusting the
+ * cache: for the ops whose effect depends on it. */
+static lms_status_t use_context_checked(cuda_t *c)
+{
+    CUcontext cur = NULL;
+    CUresult r = c->drv.cuCtxGetCurrent(&cur);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuCtxGetCurrent()");
+    if (cur != c->ctx)
+        current_id = 0;
+    return use_context(c);
+}
+
+/* ---- ops: memory ------------------------------------------------------------ */
+
+static lms_status_t mem_info(void *self, size_t *free_bytes, size_t *total_bytes)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context_checked(c);
+    if (status != LMS_OK)
+        return status;
+    size_t free_b = 0, total_b = 0;
+    CUresult r = c->drv.cuMemGetInfo(&free_b, &total_b);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemGetInfo(device %d)", c->ordinal);
+    *free_bytes = free_b;
+    *total_bytes = total_b;
+    return LMS_OK;
+}
+
+static lms_status_t va_reserve(void *self, size_t size, dev_addr_t *base)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUdeviceptr p = 0;
+    CUresult r = c->drv.cuMemAddressReserve(&p, size, c->granularity, 0, 0);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemAddressReserve(%zu bytes, alignment %zu)", size,
+                    c->granularity);
+    *base = p;
+    return LMS_OK;
+}
+
+static lms_status_t va_free(void *self, dev_addr_t base, size_t size)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuMemAddressFree(base, size);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemAddressFree(0x%" PRIx64 ", %zu bytes)", base, size);
+    return LMS_OK;
+}
+
+static lms_status_t block_create(void *self, dev_block_t *block)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = c->drv.cuMemCreate(&h, c->granularity, &c->block_prop, 0);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemCreate(%zu bytes, pinned, device %d)", c->granularity,
+                    c->ordinal);
+    *block = h;
+    return LMS_OK;
+}
+
+static lms_status_t block_release(void *self, dev_block_t block)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuMemRelease(block);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemRelease(block 0x%" PRIx64 ")", block);
+    return LMS_OK;
+}
+
+static lms_status_t map(void *self, dev_addr_t va, dev_block_t block)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuMemMap(va, c->granularity, 0, block, 0);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemMap(va 0x%" PRIx64 ", %zu bytes, block 0x%" PRIx64 ")", va,
+                    c->granularity, block);
+    return LMS_OK;
+}
+
+/* One driver call for the whole range: cuMemSetAccess takes "a fully mapped
+ * address range containing all allocations created by cuMemMap/cuMemCreate". */
+static lms_status_t set_access(void *self, dev_addr_t va, size_t size)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuMemSetAccess(va, size, &c->access, 1);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemSetAccess(va 0x%" PRIx64 ", %zu bytes, read/write for device %d)",
+                    va, size, c->ordinal);
+    return LMS_OK;
+}
+
+/* One cuMemUnmap per block: the driver documents that "the range must be the
+ * entire contiguous address range that was mapped to", i.e. one mapping, and
+ * each block was mapped by its own cuMemMap. If the driver fails at block k,
+ * blocks 0..k-1 stay unmapped (it cannot be undone without the handles) and the
+ * message says so; that only happens when the context is lost. */
+static lms_status_t unmap(void *self, dev_addr_t va, size_t size)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    for (size_t done = 0; done < size; done += c->granularity) {
+        CUresult r = c->drv.cuMemUnmap(va + done, c->granularity);
+        if (r != CUDA_SUCCESS)
+            return fail(&c->drv, r,
+                        "cuMemUnmap(va 0x%" PRIx64 ", %zu bytes), block %zu of unmap(0x%" PRIx64
+                        ", %zu bytes); the %zu bytes before it are unmapped",
+                        va + done, c->granularity, done / c->granularity, va, size, done);
+    }
+    return LMS_OK;
+}
+
+static lms_status_t host_register(void *self, void *ptr, size_t size)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context_checked(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuMemHostRegister(ptr, size, CU_MEMHOSTREGISTER_PORTABLE);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemHostRegister(%p, %zu bytes, portable)", ptr, size);
+    return LMS_OK;
+}
+
+static lms_status_t host_unregister(void *self, void *ptr)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context_checked(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuMemHostUnregister(ptr);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemHostUnregister(%p)", ptr);
+    return LMS_OK;
+}
+
+/* ---- ops: streams and events ------------------------------------------------ */
+
+static lms_status_t stream_create(void *self, dev_priority_t priority, dev_stream_t **stream)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context_checked(c);
+    if (status != LMS_OK)
+        return status;
+    /* 0 is the default priority, and the least on every device. */
+    int prio = priority == DEV_PRIORITY_HIGH ? c->high_priority : 0;
+    CUstream s = NULL;
+    CUresult r = c->drv.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, prio);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuStreamCreateWithPriority(non-blocking, priority %d)", prio);
+    *stream = (dev_stream_t *)s;
+    return LMS_OK;
+}
+
+static lms_status_t stream_destroy(void *self, dev_stream_t *stream)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuStreamDestroy((CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuStreamDestroy(stream %p)", (void *)stream);
+    return LMS_OK;
+}
+
+static lms_status_t stream_synchronize(void *self, dev_stream_t *stream)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuStreamSynchronize((CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuStreamSynchronize(stream %p)", (void *)stream);
+    return LMS_OK;
+}
+
+static lms_status_t event_create(void *self, dev_event_t **event)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context_checked(c);
+    if (status != LMS_OK)
+        return status;
+    CUevent e = NULL;
+    CUresult r = c->drv.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuEventCreate(disable timing)");
+    *event = (dev_event_t *)e;
+    return LMS_OK;
+}
+
+static lms_status_t event_destroy(void *self, dev_event_t *event)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuEventDestroy((CUevent)event);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuEventDestroy(event %p)", (void *)event);
+    return LMS_OK;
+}
+
+static lms_status_t event_record(void *self, dev_event_t *event, dev_stream_t *stream)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuEventRecord((CUevent)event, (CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuEventRecord(event %p, stream %p)", (void *)event,
+                    (void *)stream);
+    return LMS_OK;
+}
+
+/* CUDA_ERROR_NOT_READY is an answer, not a failure: LMS_NOT_READY, no message. */
+static lms_status_t event_query(void *self, dev_event_t *event)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuEventQuery((CUevent)event);
+    if (r == CUDA_SUCCESS)
+        return LMS_OK;
+    if (r == CUDA_ERROR_NOT_READY)
+        return LMS_NOT_READY;
+    return fail(&c->drv, r, "cuEventQuery(event %p)", (void *)event);
+}
+
+static lms_status_t event_synchronize(void *self, dev_event_t *event)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuEventSynchronize((CUevent)event);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuEventSynchronize(event %p)", (void *)event);
+    return LMS_OK;
+}
+
+static lms_status_t stream_wait_event(void *self, dev_stream_t *stream, dev_event_t *event)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuStreamWaitEvent((CUstream)stream, (CUevent)event, CU_EVENT_WAIT_DEFAULT);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuStreamWaitEvent(stream %p, event %p)", (void *)stream,
+                    (void *)event);
+    return LMS_OK;
+}
+
+/* ---- ops: copies and host functions ----------------------------------------- */
+
+static lms_status_t copy_h2d(void *self, dev_stream_t *stream, dev_addr_t dst, const void *src,
+                             size_t n)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuMemcpyHtoDAsync(dst, src, n, (CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemcpyHtoDAsync(dst 0x%" PRIx64 ", src %p, %zu bytes, stream %p)",
+                    dst, src, n, (void *)stream);
+    return LMS_OK;
+}
+
+static lms_status_t copy_d2h(void *self, dev_stream_t *stream, void *dst, dev_addr_t src,
+                             size_t n)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuMemcpyDtoHAsync(dst, src, n, (CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuMemcpyDtoHAsync(dst %p, src 0x%" PRIx64 ", %zu bytes, stream %p)",
+                    dst, src, n, (void *)stream);
+    return LMS_OK;
+}
+
+static lms_status_t copy_d2d(void *self, dev_stream_t *stream, dev_addr_t dst, dev_addr_t src,
+                             size_t n)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuMemcpyDtoDAsync(dst, src, n, (CUstream)stream);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r,
+                    "cuMemcpyDtoDAsync(dst 0x%" PRIx64 ", src 0x%" PRIx64 ", %zu bytes, stream %p)",
+                    dst, src, n, (void *)stream);
+    return LMS_OK;
+}
+
+static lms_status_t host_func(void *self, dev_stream_t *stream, dev_host_fn_t fn, void *arg)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuLaunchHostFunc((CUstream)stream, fn, arg);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuLaunchHostFunc(stream %p, fn %p, arg %p)", (void *)stream,
+                    (void *)fn, arg);
+    return LMS_OK;
+}
+
+/* ---- ops: test kernels ------------------------------------------------------ */
+
+/* Frees what load_kernels made, in reverse; each field may be unset. */
+static void unload_kernels(cuda_t *c, bool log)
+{
+    CUresult r;
+    if (c->ring_host != NULL) {
+        r = c->drv.cuMemFreeHost(c->ring_host);
+        if (log)
+            log_close_error(c, r, "cuMemFreeHost(checksum ring)");
+        c->ring_host = NULL;
+    }
+    if (c->ring_dev != 0) {
+        r = c->drv.cuMemFree(c->ring_dev);
+        if (log)
+            log_close_error(c, r, "cuMemFree(checksum ring)");
+        c->ring_dev = 0;
+    }
+    free(c->ring);
+    c->ring = NULL;
+    if (c->module != NULL) {
+        r = c->drv.cuModuleUnload(c->module);
+        if (log)
+            log_close_error(c, r, "cuModuleUnload(test kernels)");
+        c->module = NULL;
+    }
+}
+
+/* Loads the module and makes the checksum ring. kernels_lock held, c's context
+ * current. On failure nothing is left. */
+static lms_status_t load_kernels(cuda_t *c)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+    } kernels[] = {
+        {"dev_fill_kernel", offsetof(cuda_t, fill_fn)},
+        {"dev_checksum_kernel", offsetof(cuda_t, checksum_fn)},
+        {"dev_axpy_kernel", offsetof(cuda_t, axpy_fn)},
+    };
+    lms_status_t status;
+    /* A fatbin is read in 8-byte units (nvcc and clang align theirs to 8); the
+     * build's embedding need not be, so a misaligned one is loaded from a copy.
+     * The driver keeps no pointer into the image after loading it. */
+    const void *image = dev_cuda_kernels_image;
+    void *copy = NULL;
+    if ((uintptr_t)image % 16 != 0) {
+        copy = aligned_alloc(16, (dev_cuda_kernels_image_size + 15) / 16 * 16);
+        if (copy == NULL)
+            return base_fail(LMS_ERR_OUT_OF_MEMORY,
+                             "cuda: no host memory to align the %zu-byte test kernel image",
+                             dev_cuda_kernels_image_size);
+        memcpy(copy, image, dev_cuda_kernels_image_size);
+        image = copy;
+    }
+    CUresult r = c->drv.cuModuleLoadData(&c->module, image);
+    free(copy);
+    if (r != CUDA_SUCCESS) {
+        c->module = NULL;
+        return fail(&c->drv, r, "cuModuleLoadData(test kernels, %zu-byte fatbin, device %d)",
+                    dev_cuda_kernels_image_size, c->ordinal);
+    }
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+        CUfunction *fn = (CUfunction *)((char *)c + kernels[i].offset);
+        r = c->drv.cuModuleGetFunction(fn, c->module, kernels[i].name);
+        if (r != CUDA_SUCCESS) {
+            status = fail(&c->drv, r, "cuModuleGetFunction(%s)", kernels[i].name);
+            goto fail_unload;
+        }
+    }
+    c->ring = calloc(RING_SLOTS, sizeof *c->ring);
+    if (c->ring == NULL) {
+        status = base_fail(LMS_ERR_OUT_OF_MEMORY, "checksum: no host memory for a ring of %d slots",
+                           RING_SLOTS);
+        goto fail_unload;
+    }
+    r = c->drv.cuMemAlloc(&c->ring_dev, RING_SLOTS * sizeof(uint64_t));
+    if (r != CUDA_SUCCESS) {
+        c->ring_dev = 0;
+        status = fail(&c->drv, r, "cuMemAlloc(%zu bytes of checksum ring)",
+                      RING_SLOTS * sizeof(uint64_t));
+        goto fail_unload;
+    }
+    void *host = NULL;
+    r = c->drv.cuMemAllocHost(&host, RING_SLOTS * sizeof(uint64_t));
+    if (r != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuMemAllocHost(%zu bytes of checksum ring)",
+                      RING_SLOTS * sizeof(uint64_t));
+        goto fail_unload;
+    }
+    c->ring_host = host;
+    for (size_t k = 0; k < RING_SLOTS; k++) {
+        atomic_init(&c->ring[k].busy, false);
+        c->ring[k].word = &c->ring_host[k];
+    }
+    atomic_init(&c->ring_next, 0);
+    return LMS_OK;
+
+fail_unload:
+    unload_kernels(c, false);
+    return status;
+}
+
+/* Ready to launch a test kernel: kernels present, module loaded (once, here),
+ * c's context current (checked: a kernel must be launched from its stream's
+ * context). */
+static lms_status_t kernels_ready(cuda_t *c)
+{
+    if (c->no_kernels[0] != '\0')
+        return base_fail(LMS_ERR_UNSUPPORTED, "%s", c->no_kernels);
+    lms_status_t status = use_context_checked(c);
+    if (status != LMS_OK)
+        return status;
+    if (atomic_load_explicit(&c->kernels_loaded, memory_order_acquire))
+        return LMS_OK;
+    pthread_mutex_lock(&c->kernels_lock);
+    if (!atomic_load_explicit(&c->kernels_loaded, memory_order_relaxed)) {
+        status = load_kernels(c);
+        if (status == LMS_OK)
+            atomic_store_explicit(&c->kernels_loaded, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&c->kernels_lock);
+    return status;
+}
+
+/* Enough blocks of KERNEL_THREADS for `items` grid-stride items, at least 1,
+ * at most max_blocks. */
+static lms_status_t launch(cuda_t *c, CUfunction fn, const char *name, uint64_t items,
+                           dev_stream_t *stream, void **args)
+{
+    uint64_t blocks = items / KERNEL_THREADS + (items % KERNEL_THREADS != 0);
+    if (blocks == 0)
+        blocks = 1;
+    if (blocks > c->max_blocks)
+        blocks = c->max_blocks;
+    CUresult r = c->drv.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, KERNEL_THREADS, 1, 1, 0,
+                                       (CUstream)stream, args, NULL);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuLaunchKernel(%s, %" PRIu64 " blocks of %d threads, stream %p)",
+                    name, blocks, KERNEL_THREADS, (void *)stream);
+    return LMS_OK;
+}
+
+static lms_status_t fill(void *self, dev_stream_t *stream, dev_addr_t dst, size_t n,
+                         uint64_t seed)
+{
+    cuda_t *c = self;
+    lms_status_t status = kernels_ready(c);
+    if (status != LMS_OK)
+        return status;
+    CUdeviceptr dst_p = dst;
+    unsigned long long n_ll = n, seed_ll = seed;
+    void *args[] = {&dst_p, &n_ll, &seed_ll};
+    return launch(c, c->fill_fn, "dev_fill_kernel", n / 8 + 1, stream, args);
+}
+
+/* Runs on a driver thread when the checksum's copy has landed: see
+ * Note [Checksum ring]. */
+static void deliver_checksum(void *arg)
+{
+    ring_slot_t *slot = arg;
+    *slot->out = *slot->word;
+    atomic_store_explicit(&slot->busy, false, memory_order_release);
+}
+
+/* A free slot, or NULL when RING_SLOTS checksums are in flight. */
+static ring_slot_t *claim_slot(cuda_t *c)
+{
+    unsigned start = atomic_fetch_add_explicit(&c->ring_next, 1, memory_order_relaxed);
+    for (unsigned i = 0; i < RING_SLOTS; i++) {
+        ring_slot_t *slot = &c->ring[(start + i) % RING_SLOTS];
+        if (!atomic_load_explicit(&slot->busy, memory_order_relaxed) &&
+            !atomic_exchange_explicit(&slot->busy, true, memory_order_acquire))
+            return slot;
+    }
+    return NULL;
+}
+
+static lms_status_t checksum(void *self, dev_stream_t *stream, dev_addr_t src, size_t n,
+                             uint64_t *out)
+{
+    cuda_t *c = self;
+    lms_status_t status = kernels_ready(c);
+    if (status != LMS_OK)
+        return status;
+    ring_slot_t *slot = claim_slot(c);
+    if (slot == NULL)
+        return base_fail(LMS_ERR_UNSUPPORTED,
+                         "checksum: %d checksums are already in flight on device %d, the most the "
+                         "cuda backend allows; synchronize their streams first",
+                         RING_SLOTS, c->ordinal);
+    slot->out = out;
+    CUdeviceptr word = c->ring_dev + (CUdeviceptr)(slot - c->ring) * sizeof(uint64_t);
+    CUresult r = c->drv.cuMemsetD8Async(word, 0, sizeof(uint64_t), (CUstream)stream);
+    if (r != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuMemsetD8Async(checksum word, 8 bytes, stream %p)",
+                      (void *)stream);
+        goto fail_free_slot;
+    }
+    CUdeviceptr src_p = src;
+    unsigned long long n_ll = n;
+    void *args[] = {&src_p, &n_ll, &word};
+    status = launch(c, c->checksum_fn, "dev_checksum_kernel", n / 8 + 1, stream, args);
+    if (status != LMS_OK)
+        goto fail_keep_slot;
+    r = c->drv.cuMemcpyDtoHAsync((void *)slot->word, word, sizeof(uint64_t), (CUstream)stream);
+    if (r != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuMemcpyDtoHAsync(checksum word, 8 bytes, stream %p)",
+                      (void *)stream);
+        goto fail_keep_slot;
+    }
+    r = c->drv.cuLaunchHostFunc((CUstream)stream, deliver_checksum, slot);
+    if (r != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuLaunchHostFunc(stream %p, deliver checksum)", (void *)stream);
+        goto fail_keep_slot;
+    }
+    return LMS_OK;
+
+fail_keep_slot:
+    /* Work already queued still writes the slot's words: it stays busy for
+     * good (see Note [Checksum ring]). */
+    return status;
+fail_free_slot:
+    atomic_store_explicit(&slot->busy, false, memory_order_release);
+    return status;
+}
+
+static lms_status_t axpy(void *self, dev_stream_t *stream, size_t n, float a, dev_addr_t x,
+                         dev_addr_t y)
+{
+    cuda_t *c = self;
+    lms_status_t status = kernels_ready(c);
+    if (status != LMS_OK)
+        return status;
+    unsigned long long n_ll = n;
+    CUdeviceptr x_p = x, y_p = y;
+    void *args[] = {&n_ll, &a, &x_p, &y_p};
+    return launch(c, c->axpy_fn, "dev_axpy_kernel", n, stream, args);
+}
+
+/* ---- open and close --------------------------------------------------------- */
+
+/* *fn = the entry point `name` at `version`; LMS_ERR_NO_DEVICE if the driver
+ * does not have it. See Note [Resolving the driver]. */
+static lms_status_t resolve(cuda_t *c, get_proc_t *get_proc, const char *name, int version,
+                            void **fn)
+{
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    void *p = NULL;
+    CUresult r = get_proc(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    if (r != CUDA_SUCCESS) {
+        char text[192];
+        error_text(&c->drv, r, text, sizeof text);
+        return base_fail(LMS_ERR_NO_DEVICE, "cuda: cuGetProcAddress(%s, CUDA %d.%d): %s", name,
+                         version / 1000, version % 1000 / 10, text);
+    }
+    if (found != CU_GET_PROC_ADDRESS_SUCCESS || p == NULL)
+        return base_fail(LMS_ERR_NO_DEVICE,
+                         "cuda: the NVIDIA driver has no %s for CUDA %d.%d (%s); update the driver",
+                         name, version / 1000, version % 1000 / 10,
+                         found == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                             ? "version not sufficient"
+                             : "symbol not found");
+    *fn = p;
+    return LMS_OK;
+}
+
+/* Opens libcuda and fills c->drv; on failure libcuda is closed again. */
+static lms_status_t load_driver(cuda_t *c)
+{
+    lms_status_t status;
+    c->libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (c->libcuda == NULL)
+        return base_fail(LMS_ERR_NO_DEVICE,
+                         "cuda: cannot load libcuda.so.1 (%s): no NVIDIA driver is installed, "
+                         "or it is not on the library path",
+                         dlerror());
+
+    void *sym = dlsym(c->libcuda, "cuGetProcAddress_v2");
+    if (sym == NULL) {
+        status = base_fail(LMS_ERR_NO_DEVICE,
+                           "cuda: libcuda.so.1 has no cuGetProcAddress_v2: the NVIDIA driver is "
+                           "older than CUDA 12.0, and liblms needs one for CUDA %d.%d or later",
+                           CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+        goto fail_close;
+    }
+    get_proc_t *get_proc;
+    memcpy(&get_proc, &sym, sizeof get_proc);
+
+    /* The driver's version first, asked for at 12.0: see Note [Resolving the driver]. */
+    void *p = NULL;
+    status = resolve(c, get_proc, "cuDriverGetVersion", 12000, &p);
+    if (status != LMS_OK)
+        goto fail_close;
+    __typeof__(cuDriverGetVersion) *driver_version;
+    memcpy(&driver_version, &p, sizeof driver_version);
+    int version = 0;
+    CUresult r = driver_version(&version);
+    if (r != CUDA_SUCCESS) {
+        char text[192];
+        error_text(&c->drv, r, text, sizeof text);
+        status = base_fail(LMS_ERR_NO_DEVICE, "cuda: cuDriverGetVersion(): %s", text);
+        goto fail_close;
+    }
+    if (version < CUDA_VERSION) {
+        status = base_fail(LMS_ERR_NO_DEVICE,
+                           "cuda: the NVIDIA driver supports CUDA %d.%d, but liblms was built "
+                           "with CUDA %d.%d headers and needs a driver at least that new",
+                           version / 1000, version % 1000 / 10, CUDA_VERSION / 1000,
+                           CUDA_VERSION % 1000 / 10);
+        goto fail_close;
+    }
+
+    for (size_t i = 0; i < sizeof driver_syms / sizeof driver_syms[0]; i++) {
+        status = resolve(c, get_proc, driver_syms[i].name, CUDA_VERSION, &p);
+        if (status != LMS_OK)
+            goto fail_close;
+        memcpy((char *)&c->drv + driver_syms[i].offset, &p, sizeof p);
+    }
+    return LMS_OK;
+
+fail_close:
+    dlclose(c->libcuda);
+    c->libcuda = NULL;
+    return status;
+}
+
+static lms_status_t device_attribute(cuda_t *c, CUdevice_attribute attr, const char *name,
+                                     int *value)
+{
+    CUresult r = c->drv.cuDeviceGetAttribute(value, attr, c->device);
+    if (r != CUDA_SUCCESS)
+        return fail(&c->drv, r, "cuDeviceGetAttribute(%s, device %d)", name, c->ordinal);
+    return LMS_OK;
+}
+
+/* The NUMA node of the host memory nearest the device, -1 if unknown: the
+ * driver's CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID when it knows (CUDA 12.2 and
+ * later; -1 without NUMA), else the PCI device's numa_node in sysfs. */
+static int host_numa_node(cuda_t *c)
+{
+    int node = -1;
+    if (c->drv.cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, c->device) ==
+            CUDA_SUCCESS &&
+        node >= 0)
+        return node;
+
+    /* "[domain]:[bus]:[device].[function]" in hex; sysfs spells it
+     * 0000:3b:00.0 (4-digit domain, lower case). */
+    char bus_id[64];
+    unsigned domain, bus, dev, fn;
+    if (c->drv.cuDeviceGetPCIBusId(bus_id, (int)sizeof bus_id, c->device) != CUDA_SUCCESS ||
+        sscanf(bus_id, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) != 4)
+        return -1;
+    char path[128];
+    snprintf(path, sizeof path, "/sys/bus/pci/devices/%04x:%02x:%02x.%x/numa_node", domain, bus,
+             dev, fn);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "%d", &node) != 1 || node < 0)
+        node = -1;
+    fclose(f);
+    return node;
+}
+
+static void close_backend(void *self)
+{
+    cuda_t *c = self;
+    /* Direct, not use_context(): close must not touch the thread's last error. */
+    CUresult r = c->drv.cuCtxSetCurrent(c->ctx);
+    log_close_error(c, r, "cuCtxSetCurrent(primary context)");
+    if (r == CUDA_SUCCESS)
+        current_id = c->id;
+    if (atomic_load_explicit(&c->kernels_loaded, memory_order_acquire)) {
+        /* Checksums still queued would write the ring. The caller has waited
+         * for its work already (device.h, "Who waits"); this is cheap then. */
+        if (r == CUDA_SUCCESS)
+            log_close_error(c, c->drv.cuCtxSynchronize(), "cuCtxSynchronize()");
+        unload_kernels(c, true);
+    }
+    log_close_error(c, c->drv.cuDevicePrimaryCtxRelease(c->device), "cuDevicePrimaryCtxRelease");
+    dlclose(c->libcuda);
+    pthread_mutex_destroy(&c->kernels_lock);
+    free(c);
+}
+
+static const dev_ops_t cuda_ops = {
+    .name = "cuda",
+    .close = close_backend,
+    .mem_info = mem_info,
+    .va_reserve = va_reserve,
+    .va_free = va_free,
+    .block_create = block_create,
+    .block_release = block_release,
+    .map = map,
+    .set_access = set_access,
+    .unmap = unmap,
+    .host_register = host_register,
+    .host_unregister = host_unregister,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_synchronize = stream_synchronize,
+    .event_create = event_create,
+    .event_destroy = event_destroy,
+    .event_record = event_record,
+    .event_query = event_query,
+    .event_synchronize = event_synchronize,
+    .stream_wait_event = stream_wait_event,
+    .copy_h2d = copy_h2d,
+    .copy_d2h = copy_d2h,
+    .copy_d2d = copy_d2d,
+    .host_func = host_func,
+    .fill = fill,
+    .checksum = checksum,
+    .axpy = axpy,
+};
+
+lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)
+{
+    lms_status_t status;
+    CUresult r;
+    cuda_t *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "cuda: no host memory for the backend's state");
+    c->ordinal = ordinal;
+    c->id = atomic_fetch_add(&next_id, 1);
+    atomic_init(&c->kernels_loaded, false);
+    if (pthread_mutex_init(&c->kernels_lock, NULL) != 0) {
+        status = base_fail(LMS_ERR_SYSTEM, "cuda: pthread_mutex_init failed");
+        goto fail_free;
+    }
+
+    status = load_driver(c);
+    if (status != LMS_OK)
+        goto fail_destroy_lock;
+
+    r = c->drv.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        /* Whatever cuInit says, there is no device to use. */
+        (void)fail(&c->drv, r, "cuda: cuInit(0), the driver found no usable device");
+        status = LMS_ERR_NO_DEVICE;
+        goto fail_close_driver;
+    }
+    r = c->drv.cuDeviceGet(&c->device, ordinal);
+    if (r != CUDA_SUCCESS) {
+        int count = 0;
+        if (c->drv.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+            count = 0;
+        (void)fail(&c->drv, r, "cuda: cuDeviceGet(ordinal %d), the driver sees %d device(s)",
+                   ordinal, count);
+        status = LMS_ERR_NO_DEVICE;
+        goto fail_close_driver;
+    }
+
+    int vmm = 0, cc_major = 0, cc_minor = 0, sm_count = 0;
+    if ((status = device_attribute(c, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                   "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", &vmm)) != LMS_OK ||
+        (status = device_attribute(c, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                   "COMPUTE_CAPABILITY_MAJOR", &cc_major)) != LMS_OK ||
+        (status = device_attribute(c, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                   "COMPUTE_CAPABILITY_MINOR", &cc_minor)) != LMS_OK ||
+        (status = device_attribute(c, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                   "MULTIPROCESSOR_COUNT", &sm_count)) != LMS_OK)
+        goto fail_close_driver;
+    if (!vmm) {
+        status = base_fail(LMS_ERR_UNSUPPORTED,
+                           "cuda: device %d does not support virtual memory management "
+                           "(cuMemCreate, cuMemMap), which lms is built on",
+                           ordinal);
+        goto fail_close_driver;
+    }
+    c->max_blocks = (unsigned)(sm_count > 0 ? sm_count : 1) * BLOCKS_PER_SM;
+    if (dev_cuda_kernels_image_size == 0)
+        snprintf(c->no_kernels, sizeof c->no_kernels,
+                 "liblms was built without nvcc: the cuda backend has no test kernels "
+                 "(fill, checksum, axpy)");
+    else if (cc_major < 9)
+        snprintf(c->no_kernels, sizeof c->no_kernels,
+                 "the test kernels are built for sm_90 and later; device %d is sm_%d%d", ordinal,
+                 cc_major, cc_minor);
+
+    r = c->drv.cuDevicePrimaryCtxRetain(&c->ctx, c->device);
+    if (r != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuDevicePrimaryCtxRetain(device %d)", ordinal);
+        goto fail_close_driver;
+    }
+    status = use_context_checked(c);
+    if (status != LMS_OK)
+        goto fail_release_ctx;
+
+    int least = 0;
+    r = c->drv.cuCtxGetStreamPriorityRange(&least, &c->high_priority);
+    if (r != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuCtxGetStreamPriorityRange(device %d)", ordinal);
+        goto fail_release_ctx;
+    }
+
+    c->block_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    c->block_prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    c->block_prop.location.id = ordinal;
+    c->access.location = c->block_prop.location;
+    c->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = c->drv.cuMemGetAllocationGranularity(&c->granularity, &c->block_prop,
+                                             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuMemGetAllocationGranularity(pinned, device %d, minimum)",
+                      ordinal);
+        goto fail_release_ctx;
+    }
+    if (c->granularity == 0 || (c->granularity & (c->granularity - 1)) != 0) {
+        status = base_fail(LMS_ERR_DEVICE, "cuda: device %d reports granularity %zu, not a power of two",
+                           ordinal, c->granularity);
+        goto fail_release_ctx;
+    }
+
+    dev_info_t found = {.backend = "cuda", .ordinal = ordinal, .granularity = c->granularity};
+    r = c->drv.cuDeviceGetName(found.name, (int)sizeof found.name, c->device);
+    if (r != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuDeviceGetName(device %d)", ordinal);
+        goto fail_release_ctx;
+    }
+    r = c->drv.cuDeviceTotalMem(&found.total_memory, c->device);
+    if (r != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuDeviceTotalMem(device %d)", ordinal);
+        goto fail_release_ctx;
+    }
+    found.host_numa_node = host_numa_node(c);
+    found.has_kernels = c->no_kernels[0] == '\0';
+
+    *info = found;
+    out->ops = &cuda_ops;
+    out->self = c;
+    return LMS_OK;
+
+fail_release_ctx:
+    c->drv.cuDevicePrimaryCtxRelease(c->device);
+fail_close_driver:
+    dlclose(c->libcuda);
+fail_destroy_lock:
+    pthread_mutex_destroy(&c->kernels_lock);
+fail_free:
+    free(c);
+    return status;
+}
