@@ -1,0 +1,98 @@
+/* tests/base/test_options.c — sizes, the options table, status messages. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+TestSuite(options);
+
+Test(options, sizes_parse_with_binary_suffixes)
+{
+    struct { const char *text; uint64_t bytes; } ok[] = {
+        {"4096", 4096}, {"4096B", 4096}, {"64K", 64 << 10}, {"64KiB", 64 << 10},
+        {"2m", 2 << 20}, {"2MB", 2 << 20}, {"4GiB", 4ull << 30}, {"1.5G", 3ull << 29},
+        {"16T", 16ull << 40}, {" 8 GiB", 8ull << 30}, {"0", 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        uint64_t v = 1;
+        cr_assert(base_parse_size(ok[i].text, &v), "\"%s\" should parse", ok[i].text);
+        cr_assert_eq(v, ok[i].bytes, "\"%s\" -> %llu", ok[i].text, (unsigned long long)v);
+    }
+}
+
+Test(options, bad_sizes_are_rejected_and_leave_the_value_alone)
+{
+    const char *bad[] = {"", "G", "-1G", "4X", "4GiBx", "nan", "inf", "1e30", "99999999P", NULL};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint64_t v = 7;
+        cr_assert_not(base_parse_size(bad[i], &v), "\"%s\" should not parse", bad[i]);
+        cr_assert_eq(v, 7);
+    }
+}
+
+Test(options, sizes_format_in_binary_units)
+{
+    char buf[32];
+    cr_assert_str_eq(base_format_size(4ull << 30, buf, sizeof buf), "4.00 GiB");
+    cr_assert_str_eq(base_format_size(3 << 20, buf, sizeof buf), "3.00 MiB");
+    cr_assert_str_eq(base_format_size(100, buf, sizeof buf), "100 B");
+}
+
+Test(options, defaults_hold_without_environment)
+{
+    unsetenv("LMS_SIM_MEMORY");
+    unsetenv("LMS_BACKEND");
+    const base_options_t *o = base_options();
+    cr_assert_eq(o->sim_memory, 4 * BASE_GiB);
+    cr_assert_eq(o->sim_granularity, 2 * BASE_MiB);
+    cr_assert_str_eq(o->backend, "auto");
+}
+
+Test(options, environment_overrides_defaults)
+{
+    setenv("LMS_SIM_MEMORY", "256M", 1);
+    setenv("LMS_BACKEND", "SIM", 1);
+    setenv("LMS_SIM_H2D_GBPS", "12.5", 1);
+    const base_options_t *o = base_options();
+    cr_assert_eq(o->sim_memory, 256 * BASE_MiB);
+    cr_assert_str_eq(o->backend, "sim", "choices are matched ignoring case, stored as spelled");
+    cr_assert_float_eq(o->sim_h2d_gbps, 12.5, 1e-9);
+}
+
+Test(options, invalid_values_keep_the_default)
+{
+    setenv("LMS_SIM_MEMORY", "lots", 1);
+    setenv("LMS_BACKEND", "opencl", 1);
+    setenv("LMS_DEVICE", "1x", 1);
+    const base_options_t *o = base_options();
+    cr_assert_eq(o->sim_memory, 4 * BASE_GiB);
+    cr_assert_str_eq(o->backend, "auto");
+    cr_assert_eq(o->device, 0);
+}
+
+static void count_option(const char *var, const char *value, const char *source, const char *doc,
+                         void *arg)
+{
+    cr_assert(strncmp(var, "LMS_", 4) == 0);
+    cr_assert(value && source && doc && doc[0]);
+    if (strcmp(var, "LMS_SIM_GRANULARITY") == 0)
+        cr_assert_str_eq(source, "env");
+    ++*(int *)arg;
+}
+
+Test(options, every_option_is_listed_with_its_source)
+{
+    setenv("LMS_SIM_GRANULARITY", "64K", 1);
+    int n = 0;
+    base_options_each(count_option, &n);
+    cr_assert_eq(n, 7);
+}
+
+Test(status, every_status_has_a_name_and_failures_leave_a_message)
+{
+    for (int s = LMS_OK; s <= LMS_ERR_SYSTEM; s++)
+        cr_assert_str_neq(lms_status_str((lms_status_t)s), "unknown status");
+    cr_assert_str_eq(lms_status_str((lms_status_t)99), "unknown status");
+    cr_assert_eq(base_fail(LMS_ERR_INVALID, "bad %s", "thing"), LMS_ERR_INVALID);
+    cr_assert_str_eq(lms_last_error(), "bad thing");
+}

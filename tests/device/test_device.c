@@ -1,0 +1,520 @@
+/*
+ * tests/device/test_device.c — the device contract (device.h), on whichever
+ * backend the run is for: mapping, streams, events, copies, kernels, capacity,
+ * and every kind of bad input. Registered for sim and gpu.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static dev_device_t *dev;
+
+static void open_dev(void) { dev = test_open_default(); }
+static void close_dev(void) { dev_close(dev); }
+
+TestSuite(device, .init = open_dev, .fini = close_dev);
+
+static void *host_alloc(size_t n)
+{
+    void *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+    cr_assert_not_null(p);
+    return p;
+}
+
+Test(device, info_describes_the_device)
+{
+    const dev_info_t *i = &dev->info;
+    cr_assert(i->granularity >= 4096 && (i->granularity & (i->granularity - 1)) == 0);
+    cr_assert(i->total_memory >= i->granularity);
+    cr_assert(i->name[0] != '\0');
+    size_t free_b, total;
+    TEST_OK(dev_mem_info(dev, &free_b, &total));
+    cr_assert_eq(total, i->total_memory);
+    cr_assert(free_b <= total);
+}
+
+Test(device, data_survives_unmap_and_remap_at_another_address)
+{
+    size_t g = dev->info.granularity;
+    test_run_t a = test_run_map(dev, 2);
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    TEST_OK(dev_fill(dev, s, a.base, a.size, 42));
+    TEST_OK(dev_stream_synchronize(dev, s));
+
+    /* Unmap both blocks, then map them at another reservation, swapped. */
+    TEST_OK(dev_unmap(dev, a.base, a.size));
+    dev_addr_t b;
+    TEST_OK(dev_va_reserve(dev, 4 * g, &b));
+    TEST_OK(dev_map(dev, b + 3 * g, a.blocks[0]));
+    TEST_OK(dev_map(dev, b + 1 * g, a.blocks[1]));
+    TEST_OK(dev_set_access(dev, b + 3 * g, g));
+    TEST_OK(dev_set_access(dev, b + 1 * g, g));
+
+    unsigned char *want = host_alloc(2 * g), *got = host_alloc(2 * g);
+    dev_fill_ref(want, 2 * g, 42);
+    TEST_OK(dev_copy_d2h(dev, s, got, b + 3 * g, g));
+    TEST_OK(dev_copy_d2h(dev, s, got + g, b + 1 * g, g));
+    TEST_OK(dev_stream_synchronize(dev, s));
+    cr_assert(memcmp(want, got, 2 * g) == 0, "the blocks kept their bytes across the remap");
+
+    TEST_OK(dev_unmap(dev, b + 1 * g, g));
+    TEST_OK(dev_unmap(dev, b + 3 * g, g));
+    TEST_OK(dev_va_free(dev, b, 4 * g));
+    for (size_t i = 0; i < 2; i++)
+        TEST_OK(dev_block_release(dev, a.blocks[i]));
+    TEST_OK(dev_va_free(dev, a.base, a.size));
+    free(a.blocks);
+    free(want);
+    free(got);
+}
+
+Test(device, one_block_mapped_twice_shows_the_same_bytes)
+{
+    size_t g = dev->info.granularity;
+    dev_addr_t va;
+    dev_block_t blk;
+    TEST_OK(dev_va_reserve(dev, 2 * g, &va));
+    TEST_OK(dev_block_create(dev, &blk));
+    TEST_OK(dev_map(dev, va, blk));
+    TEST_OK(dev_map(dev, va + g, blk));
+    TEST_OK(dev_set_access(dev, va, 2 * g));
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    uint64_t sum = 0;
+    TEST_OK(dev_fill(dev, s, va, g, 7));
+    TEST_OK(dev_checksum(dev, s, va + g, g, &sum));
+    TEST_OK(dev_stream_synchronize(dev, s));
+    unsigned char *want = host_alloc(g);
+    dev_fill_ref(want, g, 7);
+    cr_assert_eq(sum, dev_checksum_ref(want, g));
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(dev, blk));
+    TEST_OK(dev_unmap(dev, va, 2 * g));
+    TEST_OK(dev_block_release(dev, blk));
+    TEST_OK(dev_va_free(dev, va, 2 * g));
+    free(want);
+}
+
+/* ---- streams and events ---- */
+
+typedef struct order_log {
+    atomic_int next;
+    int seen[1000];
+} order_log_t;
+
+typedef struct order_arg {
+    order_log_t *log;
+    int id;
+} order_arg_t;
+
+static void log_order(void *p)
+{
+    order_arg_t *a = p;
+    a->log->seen[atomic_fetch_add(&a->log->next, 1)] = a->id;
+}
+
+Test(device, a_stream_runs_its_work_in_fifo_order)
+{
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    static order_log_t log;
+    static order_arg_t args[1000];
+    for (int i = 0; i < 1000; i++) {
+        args[i] = (order_arg_t){&log, i};
+        TEST_OK(dev_host_func(dev, s, log_order, &args[i]));
+    }
+    TEST_OK(dev_stream_synchronize(dev, s));
+    cr_assert_eq(atomic_load(&log.next), 1000);
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(log.seen[i], i, "op %d ran at place %d", log.seen[i], i);
+}
+
+typedef struct flag {
+    atomic_int value;
+    int observed;
+} flag_t;
+
+static void slow_set(void *p)
+{
+    usleep(50000);
+    atomic_store(&((flag_t *)p)->value, 1);
+}
+
+static void observe(void *p)
+{
+    flag_t *f = p;
+    f->observed = atomic_load(&f->value);
+}
+
+Test(device, an_event_wait_orders_work_across_streams)
+{
+    dev_stream_t *a, *b;
+    dev_event_t *e;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &a));
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_HIGH, &b));
+    TEST_OK(dev_event_create(dev, &e));
+    static flag_t f;
+    TEST_OK(dev_host_func(dev, a, slow_set, &f));
+    TEST_OK(dev_event_record(dev, e, a));
+    cr_assert_eq(dev_event_query(dev, e), LMS_NOT_READY, "the slow work has not finished");
+    TEST_OK(dev_stream_wait_event(dev, b, e));
+    TEST_OK(dev_host_func(dev, b, observe, &f));
+    TEST_OK(dev_stream_synchronize(dev, b));
+    cr_assert_eq(f.observed, 1, "work after the wait saw the work before the event");
+    TEST_OK(dev_event_query(dev, e));
+}
+
+Test(device, an_event_never_recorded_is_done)
+{
+    dev_event_t *e;
+    dev_stream_t *s;
+    TEST_OK(dev_event_create(dev, &e));
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    TEST_OK(dev_event_query(dev, e));
+    TEST_OK(dev_event_synchronize(dev, e));
+    TEST_OK(dev_stream_wait_event(dev, s, e));
+    TEST_OK(dev_stream_synchronize(dev, s));
+}
+
+Test(device, a_wait_uses_the_record_made_before_it)
+{
+    dev_stream_t *a, *b, *c;
+    dev_event_t *e;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &a));
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &b));
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &c));
+    TEST_OK(dev_event_create(dev, &e));
+    static flag_t f;
+    TEST_OK(dev_host_func(dev, a, slow_set, &f));
+    TEST_OK(dev_event_record(dev, e, a));
+    TEST_OK(dev_stream_wait_event(dev, b, e));
+    TEST_OK(dev_event_record(dev, e, c)); /* re-recorded on an idle stream */
+    TEST_OK(dev_host_func(dev, b, observe, &f));
+    TEST_OK(dev_event_synchronize(dev, e));
+    TEST_OK(dev_stream_synchronize(dev, b));
+    cr_assert_eq(f.observed, 1, "b waited for a's record, not the later one on c");
+}
+
+Test(device, destroying_a_stream_lets_its_queued_work_finish)
+{
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    static flag_t f;
+    TEST_OK(dev_host_func(dev, s, slow_set, &f));
+    TEST_OK(dev_stream_destroy(dev, s));
+    for (int i = 0; i < 200 && !atomic_load(&f.value); i++)
+        usleep(10000);
+    cr_assert_eq(atomic_load(&f.value), 1);
+}
+
+/* ---- copies ---- */
+
+Test(device, copies_are_exact_for_any_size_and_offset)
+{
+    /* Two halves of one run: upload into the first at an offset, copy on the
+     * device to the second (D2D ranges must not overlap), download from there. */
+    size_t g = dev->info.granularity;
+    size_t max = 64 * BASE_MiB;
+    if (2 * (max + g) > dev->info.total_memory / 2)
+        max = dev->info.total_memory / 4 - g;
+    size_t half_blocks = (max + 4096 + g - 1) / g;
+    test_run_t run = test_run_map(dev, 2 * half_blocks);
+    size_t half = half_blocks * g;
+    unsigned char *src = host_alloc(max + 64), *back = host_alloc(max + 64);
+    TEST_OK(dev_host_register(dev, src, max + 64));
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_HIGH, &s));
+    const size_t sizes[] = {1, 3, 7, 8, 255, 4096, 65537, 1 << 20, (2 << 20) + 13, max};
+    const size_t offsets[] = {0, 1, 13, 4095};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        for (size_t oi = 0; oi < sizeof offsets / sizeof *offsets; oi++) {
+            size_t n = sizes[si], off = offsets[oi];
+            unsigned char *h = src + off % 64;
+            dev_addr_t d1 = run.base + off, d2 = run.base + half + (off ^ 7);
+            dev_fill_ref(h, n, n ^ off);
+            memset(back, 0, n + 1);
+            TEST_OK(dev_copy_h2d(dev, s, d1, h, n));
+            TEST_OK(dev_copy_d2d(dev, s, d2, d1, n));
+            TEST_OK(dev_copy_d2h(dev, s, back + 1, d2, n));
+            uint64_t sum = 0;
+            TEST_OK(dev_checksum(dev, s, d2, n, &sum));
+            TEST_OK(dev_stream_synchronize(dev, s));
+            cr_assert(memcmp(h, back + 1, n) == 0, "n=%zu offset=%zu", n, off);
+            cr_assert_eq(sum, dev_checksum_ref(h, n), "checksum n=%zu offset=%zu", n, off);
+        }
+    }
+    TEST_OK(dev_host_unregister(dev, src));
+    test_run_unmap(dev, &run);
+    free(src);
+    free(back);
+}
+
+/* ---- kernels ---- */
+
+Test(device, fill_writes_the_reference_pattern_at_any_offset)
+{
+    test_run_t run = test_run_map(dev, 1);
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    size_t n = 100003;
+    unsigned char *want = host_alloc(n), *got = host_alloc(n);
+    dev_fill_ref(want, n, 99);
+    TEST_OK(dev_fill(dev, s, run.base + 5, n, 99));
+    TEST_OK(dev_copy_d2h(dev, s, got, run.base + 5, n));
+    TEST_OK(dev_stream_synchronize(dev, s));
+    cr_assert(memcmp(want, got, n) == 0);
+    test_run_unmap(dev, &run);
+    free(want);
+    free(got);
+}
+
+Test(device, checksum_tells_apart_swapped_and_changed_bytes)
+{
+    unsigned char a[64], b[64];
+    dev_fill_ref(a, sizeof a, 1);
+    memcpy(b, a, sizeof a);
+    cr_assert_eq(dev_checksum_ref(a, 64), dev_checksum_ref(b, 64));
+    b[10] ^= 1;
+    cr_assert_neq(dev_checksum_ref(a, 64), dev_checksum_ref(b, 64));
+    memcpy(b, a, sizeof a);
+    b[3] = a[40];
+    b[40] = a[3];
+    cr_assert(a[3] != a[40]);
+    cr_assert_neq(dev_checksum_ref(a, 64), dev_checksum_ref(b, 64));
+}
+
+Test(device, axpy_matches_fmaf)
+{
+    test_run_t run = test_run_map(dev, 1);
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    enum { N = 4099 };
+    static float x[N], y[N], out[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)i * 0.37f - 11.f;
+        y[i] = 1.f / (float)(i + 1);
+    }
+    dev_addr_t dx = run.base, dy = run.base + 4 * N + 60;
+    TEST_OK(dev_copy_h2d(dev, s, dx, x, sizeof x));
+    TEST_OK(dev_copy_h2d(dev, s, dy, y, sizeof y));
+    TEST_OK(dev_axpy(dev, s, N, 1.7f, dx, dy));
+    TEST_OK(dev_copy_d2h(dev, s, out, dy, sizeof out));
+    TEST_OK(dev_stream_synchronize(dev, s));
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(out[i], fmaf(1.7f, x[i], y[i]), "element %d", i);
+    test_run_unmap(dev, &run);
+}
+
+/* ---- capacity ---- */
+
+Test(device, exhausting_device_memory_is_out_of_memory_and_recoverable, .timeout = 120)
+{
+    size_t g = dev->info.granularity;
+    size_t cap = dev->info.total_memory / g + 1;
+    dev_block_t *blocks = calloc(cap, sizeof *blocks);
+    size_t n = 0;
+    lms_status_t st;
+    while ((st = dev_block_create(dev, &blocks[n])) == LMS_OK) {
+        n++;
+        cr_assert(n < cap, "created more blocks than the device holds");
+    }
+    cr_assert_eq(st, LMS_ERR_OUT_OF_MEMORY, "%s", lms_last_error());
+    cr_assert(n > 0);
+    TEST_OK(dev_block_release(dev, blocks[--n]));
+    TEST_OK(dev_block_create(dev, &blocks[n++]));
+    while (n > 0)
+        TEST_OK(dev_block_release(dev, blocks[--n]));
+    free(blocks);
+}
+
+Test(device, free_memory_counts_blocks)
+{
+    size_t g = dev->info.granularity, f0, f1, t;
+    if (!test_is_sim(dev))
+        cr_skip_test("a real device's free memory moves with other processes");
+    TEST_OK(dev_mem_info(dev, &f0, &t));
+    dev_block_t b;
+    TEST_OK(dev_block_create(dev, &b));
+    TEST_OK(dev_mem_info(dev, &f1, &t));
+    cr_assert_eq(f0 - f1, g);
+    TEST_OK(dev_block_release(dev, b));
+}
+
+/* ---- bad input: a clean LMS_ERR_INVALID and nothing changed ---- */
+
+static void assert_live(size_t res, size_t blocks, size_t mapped)
+{
+    dev_live_t l;
+    dev_live(dev, &l);
+    cr_assert_eq(l.reservations, res);
+    cr_assert_eq(l.blocks, blocks);
+    cr_assert_eq(l.mapped_blocks, mapped);
+}
+
+Test(device, bad_vmm_calls_are_rejected_and_change_nothing)
+{
+    size_t g = dev->info.granularity;
+    test_run_t run = test_run_map(dev, 2);
+    dev_block_t spare;
+    dev_addr_t va;
+    TEST_OK(dev_block_create(dev, &spare));
+    assert_live(1, 3, 2);
+
+    TEST_FAILS(LMS_ERR_INVALID, dev_va_reserve(dev, 0, &va));
+    TEST_FAILS(LMS_ERR_INVALID, dev_va_reserve(dev, g + 1, &va));
+    TEST_FAILS(LMS_ERR_INVALID, dev_va_reserve(dev, g, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_create(dev, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_mem_info(dev, NULL, NULL));
+    /* map: over a mapped block, misaligned, outside any reservation, bad block */
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(dev, run.base, spare));
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(dev, run.base + 1, spare));
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(dev, run.base + run.size, spare));
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(dev, 0, spare));
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(dev, 0));
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(dev, spare ^ 0x1234));
+    /* set_access / unmap: zero, misaligned, not a multiple, past the end */
+    TEST_FAILS(LMS_ERR_INVALID, dev_set_access(dev, run.base, 0));
+    TEST_FAILS(LMS_ERR_INVALID, dev_set_access(dev, run.base, g / 2));
+    TEST_FAILS(LMS_ERR_INVALID, dev_unmap(dev, run.base + g / 2, g));
+    TEST_FAILS(LMS_ERR_INVALID, dev_unmap(dev, run.base, 3 * g));
+    /* release a mapped block; free a reservation that still has mappings */
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(dev, run.blocks[0]));
+    TEST_FAILS(LMS_ERR_INVALID, dev_va_free(dev, run.base, run.size));
+    TEST_FAILS(LMS_ERR_INVALID, dev_va_free(dev, run.base + g, g));
+    assert_live(1, 3, 2);
+
+    /* double unmap, and unmap / set_access of a range that is partly unmapped */
+    TEST_OK(dev_unmap(dev, run.base + g, g));
+    TEST_FAILS(LMS_ERR_INVALID, dev_unmap(dev, run.base + g, g));
+    TEST_FAILS(LMS_ERR_INVALID, dev_unmap(dev, run.base, 2 * g));
+    TEST_FAILS(LMS_ERR_INVALID, dev_set_access(dev, run.base, 2 * g));
+    assert_live(1, 3, 1);
+
+    /* double release */
+    TEST_OK(dev_block_release(dev, spare));
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(dev, spare));
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(dev, run.base + g, spare));
+    assert_live(1, 2, 1);
+
+    /* the first block still holds data */
+    dev_stream_t *s;
+    uint64_t sum = 0;
+    unsigned char *want = host_alloc(g);
+    dev_fill_ref(want, g, 5);
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    TEST_OK(dev_fill(dev, s, run.base, g, 5));
+    TEST_OK(dev_checksum(dev, s, run.base, g, &sum));
+    TEST_OK(dev_stream_synchronize(dev, s));
+    cr_assert_eq(sum, dev_checksum_ref(want, g));
+    free(want);
+
+    TEST_OK(dev_map(dev, run.base + g, run.blocks[1]));
+    test_run_unmap(dev, &run);
+    assert_live(0, 0, 0);
+}
+
+Test(device, bad_stream_calls_are_rejected)
+{
+    test_run_t run = test_run_map(dev, 1);
+    dev_stream_t *s;
+    dev_event_t *e;
+    uint64_t out;
+    char host[64];
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    TEST_OK(dev_event_create(dev, &e));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_create(dev, DEV_PRIORITY_NORMAL, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_create(dev, (dev_priority_t)7, &s));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_create(dev, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_synchronize(dev, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_record(dev, NULL, s));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_record(dev, e, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_wait_event(dev, s, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_query(dev, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_host_func(dev, s, NULL, NULL));
+    /* copies: zero size, NULL host, device address outside the reservations */
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(dev, s, run.base, host, 0));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(dev, s, run.base, NULL, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_d2h(dev, s, NULL, run.base, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(dev, s, 0, host, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(dev, s, run.base + run.size - 4, host, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_d2h(dev, s, host, (dev_addr_t)(uintptr_t)host, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_d2d(dev, s, run.base, run.base + run.size, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(dev, s, UINT64_MAX - 3, host, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_checksum(dev, s, run.base, 8, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_fill(dev, s, run.base, 0, 1));
+    TEST_FAILS(LMS_ERR_INVALID, dev_axpy(dev, s, 4, 1.f, run.base + 2, run.base + 64));
+    TEST_FAILS(LMS_ERR_INVALID, dev_axpy(dev, s, SIZE_MAX / 2, 1.f, run.base, run.base));
+    /* host registration: NULL, zero, overlap, unknown */
+    TEST_FAILS(LMS_ERR_INVALID, dev_host_register(dev, NULL, 64));
+    TEST_FAILS(LMS_ERR_INVALID, dev_host_register(dev, host, 0));
+    TEST_OK(dev_host_register(dev, host, 64));
+    TEST_FAILS(LMS_ERR_INVALID, dev_host_register(dev, host + 32, 64));
+    TEST_FAILS(LMS_ERR_INVALID, dev_host_unregister(dev, host + 1));
+    TEST_OK(dev_host_unregister(dev, host));
+    TEST_FAILS(LMS_ERR_INVALID, dev_host_unregister(dev, host));
+    /* the stream still works */
+    TEST_OK(dev_checksum(dev, s, run.base, 8, &out));
+    TEST_OK(dev_stream_synchronize(dev, s));
+    test_run_unmap(dev, &run);
+}
+
+Test(device, objects_of_another_device_are_rejected)
+{
+    dev_config_t cfg = test_config();
+    dev_device_t *other = test_open(&cfg);
+    dev_stream_t *mine, *theirs;
+    dev_event_t *my_event, *their_event;
+    dev_block_t their_block;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &mine));
+    TEST_OK(dev_stream_create(other, DEV_PRIORITY_NORMAL, &theirs));
+    TEST_OK(dev_event_create(dev, &my_event));
+    TEST_OK(dev_event_create(other, &their_event));
+    TEST_OK(dev_block_create(other, &their_block));
+    test_run_t run = test_run_map(dev, 1);
+    TEST_OK(dev_unmap(dev, run.base, run.size));
+
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_synchronize(dev, theirs));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_record(dev, my_event, theirs));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_record(dev, their_event, mine));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_wait_event(dev, mine, their_event));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_query(dev, their_event));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_destroy(dev, theirs));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_destroy(dev, their_event));
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(dev, run.base, their_block));
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(dev, their_block));
+
+    TEST_OK(dev_stream_synchronize(other, theirs));
+    TEST_OK(dev_block_release(other, their_block));
+    dev_live_t l;
+    dev_live(other, &l);
+    cr_assert_eq(l.streams, 1);
+    cr_assert_eq(l.events, 1);
+    dev_close(other);
+    TEST_OK(dev_map(dev, run.base, run.blocks[0]));
+    test_run_unmap(dev, &run);
+}
+
+Test(device, close_releases_what_is_still_alive)
+{
+    dev_config_t cfg = test_config();
+    dev_device_t *d = test_open(&cfg);
+    size_t g = d->info.granularity;
+    dev_addr_t va;
+    dev_block_t b;
+    dev_stream_t *s;
+    dev_event_t *e;
+    static flag_t f;
+    TEST_OK(dev_va_reserve(d, 4 * g, &va));
+    TEST_OK(dev_block_create(d, &b));
+    TEST_OK(dev_map(d, va, b));
+    TEST_OK(dev_stream_create(d, DEV_PRIORITY_NORMAL, &s));
+    TEST_OK(dev_event_create(d, &e));
+    TEST_OK(dev_host_func(d, s, slow_set, &f));
+    TEST_OK(dev_event_record(d, e, s));
+    dev_close(d); /* drains s; the sanitizer build checks nothing leaks */
+    cr_assert_eq(atomic_load(&f.value), 1);
+}

@@ -1,0 +1,196 @@
+/*
+ * tests/device/test_fault.c — every op, failed on purpose by the fault layer,
+ * returns the error to its caller, changes nothing and leaks nothing; the
+ * same call then succeeds. Registered for sim and gpu.
+ *
+ * One scenario uses every op of the table. It runs with a plan that fails one
+ * op's first call (once per op), and with random failures of every op; each
+ * step retries a failed call, so a call that failed but changed something
+ * (mapped half a run, kept a block) shows up as the retry's LMS_ERR_INVALID or
+ * as memory missing at the end.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#include <criterion/parameterized.h>
+
+#define INJECTED LMS_ERR_DEVICE
+
+typedef struct scenario {
+    dev_device_t *dev;
+    uint64_t failures; /* failed calls seen by the scenario */
+} scenario_t;
+
+/* Calls expr until it succeeds; every failure must be an injected one. */
+#define RETRY(sc, expr)                                                                      \
+    do {                                                                                     \
+        lms_status_t st_;                                                                    \
+        for (int tries_ = 0; (st_ = (expr)) != LMS_OK; tries_++) {                           \
+            cr_assert_eq(st_, INJECTED, "%s -> %s: %s", #expr, lms_status_str(st_),          \
+                         lms_last_error());                                                  \
+            cr_assert(strstr(lms_last_error(), "injected") != NULL, "%s", lms_last_error()); \
+            cr_assert(tries_ < 1000, "%s never succeeded", #expr);                           \
+            (sc)->failures++;                                                                \
+        }                                                                                    \
+    } while (0)
+
+static void mark_ran(void *p) { ++*(int *)p; }
+
+static void run_scenario(scenario_t *sc)
+{
+    dev_device_t *dev = sc->dev;
+    size_t g = dev->info.granularity, free0, total, free1;
+    RETRY(sc, dev_mem_info(dev, &free0, &total));
+
+    dev_addr_t va;
+    dev_block_t b[2];
+    RETRY(sc, dev_va_reserve(dev, 2 * g, &va));
+    RETRY(sc, dev_block_create(dev, &b[0]));
+    RETRY(sc, dev_block_create(dev, &b[1]));
+    RETRY(sc, dev_map(dev, va, b[0]));
+    RETRY(sc, dev_map(dev, va + g, b[1]));
+    RETRY(sc, dev_set_access(dev, va, 2 * g));
+
+    size_t n = g + 4096;
+    unsigned char *host = aligned_alloc(4096, 2 * n);
+    cr_assert_not_null(host);
+    dev_fill_ref(host, n, 3);
+    RETRY(sc, dev_host_register(dev, host, 2 * n));
+
+    dev_stream_t *s1, *s2;
+    dev_event_t *e;
+    RETRY(sc, dev_stream_create(dev, DEV_PRIORITY_HIGH, &s1));
+    RETRY(sc, dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s2));
+    RETRY(sc, dev_event_create(dev, &e));
+
+    /* s1: upload, then a kernel; s2 waits for s1 and reads back */
+    uint64_t sum = 0;
+    RETRY(sc, dev_copy_h2d(dev, s1, va, host, n));
+    RETRY(sc, dev_checksum(dev, s1, va, n, &sum));
+    RETRY(sc, dev_fill(dev, s1, va + n, 2 * g - n, 11));
+    RETRY(sc, dev_axpy(dev, s1, 16, 2.f, va, va + 2 * g - 64));
+    RETRY(sc, dev_event_record(dev, e, s1));
+    RETRY(sc, dev_stream_wait_event(dev, s2, e));
+    RETRY(sc, dev_copy_d2d(dev, s2, va + 2 * g - 128, va, 64));
+    RETRY(sc, dev_copy_d2h(dev, s2, host + n, va, n));
+    int ran = 0;
+    RETRY(sc, dev_host_func(dev, s2, mark_ran, &ran));
+    RETRY(sc, dev_event_synchronize(dev, e));
+    lms_status_t q;
+    while ((q = dev_event_query(dev, e)) != LMS_OK) {
+        cr_assert(q == INJECTED || q == LMS_NOT_READY, "%s", lms_last_error());
+        sc->failures += q == INJECTED;
+    }
+    RETRY(sc, dev_stream_synchronize(dev, s2));
+    cr_assert_eq(ran, 1, "the host function ran once");
+
+    cr_assert(memcmp(host, host + n, n) == 0, "the data made the round trip intact");
+    cr_assert_eq(sum, dev_checksum_ref(host, n));
+
+    RETRY(sc, dev_event_destroy(dev, e));
+    RETRY(sc, dev_stream_destroy(dev, s2));
+    RETRY(sc, dev_stream_destroy(dev, s1));
+    RETRY(sc, dev_host_unregister(dev, host));
+    RETRY(sc, dev_unmap(dev, va, 2 * g));
+    RETRY(sc, dev_block_release(dev, b[1]));
+    RETRY(sc, dev_block_release(dev, b[0]));
+    RETRY(sc, dev_va_free(dev, va, 2 * g));
+    free(host);
+
+    dev_live_t live;
+    dev_live(dev, &live);
+    cr_assert_eq(live.reservations + live.blocks + live.mapped_blocks + live.host_ranges +
+                     live.streams + live.events,
+                 0, "nothing is left alive");
+    RETRY(sc, dev_mem_info(dev, &free1, &total));
+    if (test_is_sim(dev))
+        cr_assert_eq(free1, free0, "every block went back to the device");
+}
+
+static dev_device_t *open_faulty(void)
+{
+    dev_config_t cfg = test_config();
+    cfg.fault_injection = true;
+    dev_device_t *dev = test_open(&cfg);
+    if (!dev->info.has_kernels)
+        cr_skip_test("the test kernels are not built (no nvcc)");
+    return dev;
+}
+
+TestSuite(fault);
+
+Test(fault, the_scenario_passes_without_faults)
+{
+    scenario_t sc = {open_faulty()};
+    run_scenario(&sc);
+    cr_assert_eq(sc.failures, 0);
+    cr_assert_eq(dev_fault_injected(sc.dev), 0);
+    cr_assert(dev_fault_calls(sc.dev, DEV_OP_map) == 2);
+    dev_close(sc.dev);
+}
+
+ParameterizedTestParameters(fault, each_op_fails_cleanly)
+{
+    static dev_op_t ops[DEV_OP_COUNT];
+    for (int i = 0; i < DEV_OP_COUNT; i++)
+        ops[i] = (dev_op_t)i;
+    return cr_make_param_array(dev_op_t, ops, DEV_OP_COUNT);
+}
+
+ParameterizedTest(dev_op_t *op, fault, each_op_fails_cleanly)
+{
+    scenario_t sc = {open_faulty()};
+    dev_fault_plan_t plan = {.op = *op, .first = 1, .count = 1};
+    TEST_OK(dev_fault_set(sc.dev, &plan));
+    run_scenario(&sc);
+    cr_assert_eq(dev_fault_injected(sc.dev), 1, "%s was called and failed once",
+                 dev_op_name(*op));
+    cr_assert_eq(sc.failures, 1, "the caller saw the failure of %s", dev_op_name(*op));
+    dev_close(sc.dev);
+}
+
+Test(fault, random_faults_in_every_op_lose_nothing)
+{
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        scenario_t sc = {open_faulty()};
+        dev_fault_plan_t plan = {.op = DEV_OP_COUNT, .probability = 0.2, .seed = seed};
+        TEST_OK(dev_fault_set(sc.dev, &plan));
+        run_scenario(&sc);
+        cr_assert_eq(sc.failures, dev_fault_injected(sc.dev), "seed %llu",
+                     (unsigned long long)seed);
+        cr_assert(sc.failures > 0, "seed %llu injected something", (unsigned long long)seed);
+        dev_close(sc.dev);
+    }
+}
+
+Test(fault, a_later_call_fails_when_asked)
+{
+    scenario_t sc = {open_faulty()};
+    dev_fault_plan_t plan = {.op = DEV_OP_block_create, .first = 2, .count = 1,
+                             .status = LMS_ERR_OUT_OF_MEMORY};
+    TEST_OK(dev_fault_set(sc.dev, &plan));
+    dev_block_t b1, b2;
+    TEST_OK(dev_block_create(sc.dev, &b1));
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, dev_block_create(sc.dev, &b2));
+    TEST_OK(dev_block_create(sc.dev, &b2));
+    cr_assert_eq(dev_fault_calls(sc.dev, DEV_OP_block_create), 3);
+    dev_close(sc.dev);
+}
+
+Test(fault, plans_need_a_fault_layer_and_sane_values)
+{
+    dev_device_t *plain = test_open_default();
+    dev_fault_plan_t plan = {.op = DEV_OP_map, .first = 1, .count = 1};
+    TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(plain, &plan));
+    dev_close(plain);
+    scenario_t sc = {open_faulty()};
+    plan.probability = 1.5;
+    TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, &plan));
+    plan.probability = 0;
+    plan.op = (dev_op_t)(DEV_OP_COUNT + 1);
+    TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, &plan));
+    TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, NULL));
+    dev_close(sc.dev);
+}

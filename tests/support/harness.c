@@ -1,0 +1,59 @@
+/* tests/support/harness.c — see harness.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+dev_config_t test_config(void)
+{
+    dev_config_t cfg;
+    dev_config_from_options(&cfg);
+    cfg.sim_memory = TEST_SIM_MEMORY;
+    cfg.sim_granularity = TEST_SIM_GRANULARITY;
+    return cfg;
+}
+
+dev_device_t *test_open(const dev_config_t *cfg)
+{
+    dev_device_t *dev = NULL;
+    lms_status_t st = dev_open(cfg, &dev);
+    if (st == LMS_ERR_NO_DEVICE)
+        cr_skip_test("no %s device: %s", cfg->backend, lms_last_error());
+    cr_assert_eq(st, LMS_OK, "dev_open(%s): %s", cfg->backend, lms_last_error());
+    return dev;
+}
+
+dev_device_t *test_open_default(void)
+{
+    dev_config_t cfg = test_config();
+    return test_open(&cfg);
+}
+
+bool test_is_sim(const dev_device_t *dev)
+{
+    return strcmp(dev->info.backend, "sim") == 0;
+}
+
+test_run_t test_run_map(dev_device_t *dev, size_t n)
+{
+    size_t g = dev->info.granularity;
+    test_run_t run = {.size = n * g, .n = n, .blocks = calloc(n, sizeof(dev_block_t))};
+    cr_assert_not_null(run.blocks);
+    TEST_OK(dev_va_reserve(dev, run.size, &run.base));
+    for (size_t i = 0; i < n; i++) {
+        TEST_OK(dev_block_create(dev, &run.blocks[i]));
+        TEST_OK(dev_map(dev, run.base + i * g, run.blocks[i]));
+    }
+    TEST_OK(dev_set_access(dev, run.base, run.size));
+    return run;
+}
+
+void test_run_unmap(dev_device_t *dev, test_run_t *run)
+{
+    TEST_OK(dev_unmap(dev, run->base, run->size));
+    for (size_t i = 0; i < run->n; i++)
+        TEST_OK(dev_block_release(dev, run->blocks[i]));
+    TEST_OK(dev_va_free(dev, run->base, run->size));
+    free(run->blocks);
+    run->blocks = NULL;
+}

@@ -1,0 +1,62 @@
+/*
+ * tests/support/harness.h — what every suite shares: opening the device the
+ * run is for, and small builders for mapped memory.
+ *
+ * A suite is written once and runs on either backend: CTest runs it with
+ * LMS_BACKEND=sim (label sim) and again with LMS_BACKEND=cuda (label gpu).
+ * When the backend asked for has no device, the test is skipped with the reason.
+ */
+#ifndef LMS_TEST_HARNESS_H
+#define LMS_TEST_HARNESS_H
+
+#include <criterion/criterion.h>
+
+#include "base/base.h"
+#include "device/device.h"
+
+/* Settings for the sim backend that keep tests small; a real GPU ignores them. */
+#define TEST_SIM_MEMORY (64 * BASE_MiB)
+#define TEST_SIM_GRANULARITY (2 * BASE_MiB)
+
+/* The run's config: LMS_BACKEND and LMS_DEVICE from the environment, the sim
+ * sized as above. */
+dev_config_t test_config(void);
+
+/* Opens cfg's device; skips the test if the backend has no device; fails it
+ * on any other error. */
+dev_device_t *test_open(const dev_config_t *cfg);
+
+/* test_open(test_config()). */
+dev_device_t *test_open_default(void);
+
+bool test_is_sim(const dev_device_t *dev);
+
+/* A reservation of n blocks with n fresh blocks mapped in order and access set. */
+typedef struct test_run {
+    dev_addr_t base;
+    size_t size;
+    size_t n;
+    dev_block_t *blocks;
+} test_run_t;
+
+test_run_t test_run_map(dev_device_t *dev, size_t n);
+void test_run_unmap(dev_device_t *dev, test_run_t *run);
+
+/* Asserts status == LMS_OK, printing lms_last_error() if not. */
+#define TEST_OK(expr)                                                                       \
+    do {                                                                                    \
+        lms_status_t test_st_ = (expr);                                                     \
+        cr_assert_eq(test_st_, LMS_OK, "%s -> %s: %s", #expr, lms_status_str(test_st_),     \
+                     lms_last_error());                                                     \
+    } while (0)
+
+/* Asserts expr fails with status and leaves a message. */
+#define TEST_FAILS(status, expr)                                                            \
+    do {                                                                                    \
+        lms_status_t test_st_ = (expr);                                                     \
+        cr_assert_eq(test_st_, (status), "%s -> %s (%s), expected %s", #expr,               \
+                     lms_status_str(test_st_), lms_last_error(), lms_status_str(status));   \
+        cr_assert_neq(lms_last_error()[0], '\0', "%s failed without a message", #expr);     \
+    } while (0)
+
+#endif
