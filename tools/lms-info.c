@@ -1,0 +1,243 @@
+/*
+ * lms-info — what lms sees: the backend and device it would use, the device's
+ * memory and granularity, the host NUMA node next to it, and the pinned copy
+ * bandwidth each way, measured now.
+ *
+ *   lms-info            a table
+ *   lms-info --json     one JSON line
+ *   lms-info --options  the LMS_* settings as resolved, with their docs
+ *   lms-info --probe    exit 0 if the device opens, else print why and exit 1
+ *
+ * The device is chosen by LMS_BACKEND / LMS_DEVICE / LMS_SIM_* (see --options).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "device/device.h"
+
+#define COPY_REPS 5
+
+typedef struct measured {
+    size_t free_bytes;
+    size_t copy_bytes; /* bytes per timed copy */
+    double h2d_gbps, d2h_gbps;
+} measured_t;
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median over COPY_REPS (after one warm-up) of one copy of n bytes, in GB/s. */
+static lms_status_t time_copies(dev_device_t *dev, dev_stream_t *s, bool h2d, dev_addr_t d,
+                                void *h, size_t n, double *gbps)
+{
+    uint64_t ns[COPY_REPS];
+    for (int rep = -1; rep < COPY_REPS; rep++) {
+        uint64_t t0 = base_now_ns();
+        lms_status_t st = h2d ? dev_copy_h2d(dev, s, d, h, n) : dev_copy_d2h(dev, s, h, d, n);
+        if (st == LMS_OK)
+            st = dev_stream_synchronize(dev, s);
+        if (st != LMS_OK)
+            return st;
+        if (rep >= 0)
+            ns[rep] = base_now_ns() - t0;
+    }
+    qsort(ns, COPY_REPS, sizeof *ns, cmp_u64);
+    *gbps = (double)n / (double)ns[COPY_REPS / 2];
+    return LMS_OK;
+}
+
+/* Maps a run of device memory and a registered host buffer of the same size,
+ * and times copies both ways. Everything is released again on every path. */
+static lms_status_t measure(dev_device_t *dev, measured_t *m)
+{
+    size_t g = dev->info.granularity, total;
+    lms_status_t st = dev_mem_info(dev, &m->free_bytes, &total);
+    if (st != LMS_OK)
+        return st;
+    size_t n = 64 * BASE_MiB;
+    if (n > m->free_bytes / 2)
+        n = m->free_bytes / 2 / g * g;
+    if (n < g)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms-info: too little free device memory to measure");
+    m->copy_bytes = n;
+    size_t nblocks = n / g, mapped = 0;
+    dev_block_t *blocks = calloc(nblocks, sizeof *blocks);
+    void *host = aligned_alloc(4096, n);
+    dev_addr_t base = 0;
+    dev_stream_t *s = NULL;
+    bool registered = false;
+    if (blocks == NULL || host == NULL) {
+        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms-info: no host memory for %zu bytes", n);
+        goto out;
+    }
+    memset(host, 0x5a, n);
+    if ((st = dev_va_reserve(dev, n, &base)) != LMS_OK)
+        goto out;
+    for (; mapped < nblocks; mapped++) {
+        if ((st = dev_block_create(dev, &blocks[mapped])) != LMS_OK)
+            goto out;
+        if ((st = dev_map(dev, base + mapped * g, blocks[mapped])) != LMS_OK) {
+            dev_block_release(dev, blocks[mapped]);
+            goto out;
+        }
+    }
+    if ((st = dev_set_access(dev, base, n)) != LMS_OK ||
+        (st = dev_host_register(dev, host, n)) != LMS_OK)
+        goto out;
+    registered = true;
+    if ((st = dev_stream_create(dev, DEV_PRIORITY_HIGH, &s)) != LMS_OK ||
+        (st = time_copies(dev, s, true, base, host, n, &m->h2d_gbps)) != LMS_OK ||
+        (st = time_copies(dev, s, false, base, host, n, &m->d2h_gbps)) != LMS_OK)
+        goto out;
+out:
+    if (s != NULL)
+        dev_stream_destroy(dev, s);
+    if (registered)
+        dev_host_unregister(dev, host);
+    for (size_t i = 0; i < mapped; i++) {
+        dev_unmap(dev, base + i * g, g);
+        dev_block_release(dev, blocks[i]);
+    }
+    if (base != 0)
+        dev_va_free(dev, base, n);
+    free(host);
+    free(blocks);
+    return st;
+}
+
+static void host_cpu(char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            snprintf(buf, len, "%s", strchr(line, ':') + 2);
+            buf[strcspn(buf, "\n")] = '\0';
+            break;
+        }
+    fclose(f);
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            putchar('\\');
+        if ((unsigned char)*s >= 0x20)
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_json(const dev_info_t *info, const measured_t *m, const char *cpu)
+{
+    printf("{\"tool\":\"lms-info\",\"backend\":");
+    json_string(info->backend);
+    printf(",\"device\":");
+    json_string(info->name);
+    printf(",\"ordinal\":%d,\"total_bytes\":%zu,\"free_bytes\":%zu,\"granularity\":%zu,"
+           "\"host_numa_node\":%d,\"kernels\":%s,\"copy_bytes\":%zu,\"h2d_gbps\":%.3f,"
+           "\"d2h_gbps\":%.3f,\"host_cpu\":",
+           info->ordinal, info->total_memory, m->free_bytes, info->granularity,
+           info->host_numa_node, info->has_kernels ? "true" : "false", m->copy_bytes,
+           m->h2d_gbps, m->d2h_gbps);
+    json_string(cpu);
+    printf("}\n");
+}
+
+static void print_table(const dev_info_t *info, const measured_t *m, const char *cpu)
+{
+    char total[32], free_b[32], gran[32], copy[32];
+    base_format_size(info->total_memory, total, sizeof total);
+    base_format_size(m->free_bytes, free_b, sizeof free_b);
+    base_format_size(info->granularity, gran, sizeof gran);
+    base_format_size(m->copy_bytes, copy, sizeof copy);
+    printf("%-18s %s\n", "backend", info->backend);
+    printf("%-18s %s\n", "device", info->name);
+    printf("%-18s %d\n", "ordinal", info->ordinal);
+    printf("%-18s %s\n", "total memory", total);
+    printf("%-18s %s\n", "free memory", free_b);
+    printf("%-18s %s\n", "granularity", gran);
+    if (info->host_numa_node >= 0)
+        printf("%-18s %d\n", "host NUMA node", info->host_numa_node);
+    else
+        printf("%-18s %s\n", "host NUMA node", "unknown");
+    printf("%-18s %s\n", "test kernels", info->has_kernels ? "yes" : "no (built without nvcc)");
+    printf("%-18s %.2f GB/s  (%s copies, median of %d)\n", "H2D pinned copy", m->h2d_gbps, copy,
+           COPY_REPS);
+    printf("%-18s %.2f GB/s  (%s copies, median of %d)\n", "D2H pinned copy", m->d2h_gbps, copy,
+           COPY_REPS);
+    printf("%-18s %s\n", "host CPU", cpu);
+}
+
+static void print_option(const char *var, const char *value, const char *source, const char *doc,
+                         void *arg)
+{
+    (void)arg;
+    printf("%-22s %-10s %-8s %s\n", var, value, source, doc);
+}
+
+static void usage(FILE *out)
+{
+    fputs("usage: lms-info [--json | --options | --probe]\n"
+          "  (no option)  the device lms would use, and its measured copy bandwidth\n"
+          "  --json       the same as one JSON line\n"
+          "  --options    the LMS_* settings as resolved, with where each came from\n"
+          "  --probe      exit 0 if the device opens, else print why and exit 1\n",
+          out);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (argc > 2 || (argc == 2 && strcmp(mode, "--json") && strcmp(mode, "--options") &&
+                     strcmp(mode, "--probe") && strcmp(mode, "--help"))) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(mode, "--help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(mode, "--options") == 0) {
+        printf("%-22s %-10s %-8s %s\n", "variable", "value", "from", "meaning");
+        base_options_each(print_option, NULL);
+        return 0;
+    }
+    dev_device_t *dev;
+    if (dev_open(NULL, &dev) != LMS_OK) {
+        fprintf(stderr, "lms-info: cannot open the device: %s\n", lms_last_error());
+        return 1;
+    }
+    if (strcmp(mode, "--probe") == 0) {
+        printf("%s: %s\n", dev->info.backend, dev->info.name);
+        dev_close(dev);
+        return 0;
+    }
+    measured_t m = {0};
+    lms_status_t st = measure(dev, &m);
+    if (st != LMS_OK) {
+        fprintf(stderr, "lms-info: measuring copies failed: %s: %s\n", lms_status_str(st),
+                lms_last_error());
+        dev_close(dev);
+        return 1;
+    }
+    char cpu[128];
+    host_cpu(cpu, sizeof cpu);
+    if (strcmp(mode, "--json") == 0)
+        print_json(&dev->info, &m, cpu);
+    else
+        print_table(&dev->info, &m, cpu);
+    dev_close(dev);
+    return 0;
+}
