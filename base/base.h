@@ -82,7 +82,8 @@ void base_options_each(void (*fn)(const char *var, const char *value, const char
                        void *arg);
 
 /* Parses "4GiB", "512M", "2m", "1.5G", "4096" into bytes (suffixes are binary:
- * K = 1024). Returns false, leaving *out unchanged, on garbage or overflow. */
+ * K = 1024). Returns false, leaving *out unchanged, on garbage, on a fraction
+ * of a byte ("0.3K"), or on overflow. */
 bool base_parse_size(const char *text, uint64_t *out);
 
 /* Formats bytes as "4.00 GiB" into buf; returns buf. */

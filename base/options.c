@@ -8,6 +8,8 @@
  * stderr directly (base_log would re-enter base_options()).
  */
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -50,11 +52,15 @@ bool base_parse_size(const char *s, uint64_t *out)
         return false;
     while (isspace((unsigned char)*s))
         s++;
-    if (!isdigit((unsigned char)*s) && *s != '.')
+    /* digits, optionally a fraction: no sign, exponent, hex or inf */
+    size_t digits = strspn(s, "0123456789");
+    if (s[digits] == '.')
+        digits += 1 + strspn(s + digits + 1, "0123456789");
+    if (digits == 0 || (digits == 1 && *s == '.'))
         return false;
     char *end;
     double value = strtod(s, &end);
-    if (end == s || !isfinite(value) || value < 0)
+    if (end != s + digits)
         return false;
     while (isspace((unsigned char)*end))
         end++;
@@ -74,8 +80,8 @@ bool base_parse_size(const char *s, uint64_t *out)
     }
     if (*end != '\0')
         return false;
-    double bytes = floor(value * scale);
-    if (bytes >= 18446744073709551616.0) /* 2^64 */
+    double bytes = value * scale;
+    if (bytes >= 18446744073709551616.0 || bytes != floor(bytes)) /* 2^64; whole bytes */
         return false;
     *out = (uint64_t)bytes;
     return true;
@@ -135,8 +141,9 @@ static bool parse_value(size_t i, const char *s)
         break;
     }
     case TYPE_int: {
+        errno = 0;
         long v = strtol(s, &end, 10);
-        if (end == s || *end != '\0')
+        if (end == s || *end != '\0' || errno == ERANGE || v < INT_MIN || v > INT_MAX)
             return false;
         *(long *)field = v;
         break;

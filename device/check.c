@@ -1,28 +1,36 @@
 /*
  * device/check.c — the check layer: the outermost layer of every device stack.
  * It validates every argument of every op and keeps enough bookkeeping that
- * misuse (a double unmap, a block released while mapped, a stream of another
- * device, a copy outside the device's reservations) is a clean LMS_ERR_INVALID
- * with a message on every backend, instead of a crash on one and silent
- * corruption on another. Below it, backends may assume valid arguments.
+ * misuse (a double unmap, a block released while mapped, a stream destroyed
+ * or of another device, a copy outside the device's reservations) is a clean
+ * LMS_ERR_INVALID with a message on every backend, instead of a crash on one
+ * and silent corruption on another. Below it, backends may assume valid
+ * arguments.
  *
  * Owns:
- *   reservations  base, size, and per block-sized granule of VA the block
- *                 mapped there (a check handle, 0 = none) and whether access
- *                 was set;
- *   blocks        a table of slots; a handle is (layer tag << 48) |
- *                 (generation << 32) | (slot + 1), so a handle of another
- *                 device or a released one is recognised without dereferencing;
- *   streams, events  wrapper structs (magic, owner, inner object) on two lists;
+ *   reservations  base, size, and per granule of VA the block mapped there;
+ *   three tables  blocks, streams and events, of the objects the layer below
+ *                 made. What the caller holds is a handle, never a pointer to
+ *                 memory: see Note [Handles];
  *   host ranges   registered with host_register.
  * Invariant: the bookkeeping changes only after the layer below succeeded, so
  * a failure anywhere below leaves every object as it was.
  *
- * Lock: check.lock guards all of the above except the immutable fields of a
- * stream or event (magic, owner, inner), which ops read without it. The VMM
- * ops hold the lock across the call below (map, unmap and friends do not wait
- * for streams, and no host function takes this lock); copies and kernels take
- * it only to check that their device range lies in a reservation.
+ * Lock: check.lock guards all of it. Ops that create, destroy, map or unmap
+ * hold it across the call below (none of those waits for a stream, and no
+ * host function takes this lock); ops that enqueue work or wait hold it only
+ * to look their handles and ranges up, so a synchronize never blocks others.
+ *
+ * Note [Handles]
+ * A block, stream or event handle is a 64-bit number (streams and events cast
+ * to the opaque pointer types), laid out as
+ *     [63..48 layer tag][47..46 kind][45..28 generation][27..0 slot + 1]
+ * and is checked by lookup, never dereferenced: a destroyed object, a handle
+ * of another device or another kind, or a made-up value is recognised as such.
+ * A slot's generation grows on every release; a slot whose generation is used
+ * up is retired rather than reused, so an old handle never becomes valid
+ * again. The tag tells devices apart while both are open (it repeats after
+ * 65535 opens, which matters only for a handle used after its device closed).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,40 +40,35 @@
 #include "base/base.h"
 #include "device/layer.h"
 
-#define STREAM_MAGIC 0x6c6d7353u /* "lmsS" */
-#define EVENT_MAGIC 0x6c6d7345u  /* "lmsE" */
+#define SLOT_BITS 28
+#define GENERATION_BITS 18
+#define GENERATION_RETIRED ((1u << GENERATION_BITS) - 1)
+#define NO_SLOT UINT32_MAX
+
+typedef enum kind { KIND_BLOCK = 1, KIND_STREAM, KIND_EVENT } kind_t;
+static const char *const kind_names[] = {"", "block", "stream", "event"};
+
+typedef struct slot {
+    uint64_t inner;      /* the object of the layer below */
+    uint32_t generation; /* of the handle naming this slot now (or next) */
+    uint32_t next_free;  /* free list link, NO_SLOT = end */
+    uint32_t maps;       /* blocks: VAs it is mapped at */
+    bool used;
+} slot_t;
+
+typedef struct table {
+    kind_t kind;
+    slot_t *slots;
+    size_t n, cap;
+    uint32_t free_head; /* NO_SLOT: none free */
+    size_t live;
+} table_t;
 
 typedef struct reservation {
     dev_addr_t base;
     size_t size;
-    dev_block_t *block; /* per granule: the check handle mapped there, 0 = none */
-    bool *access;       /* per granule: set_access was done since it was mapped */
+    dev_block_t *block; /* per granule: the handle of the block mapped there, 0 = none */
 } reservation_t;
-
-typedef struct block_slot {
-    dev_block_t inner; /* 0: the slot is free */
-    uint32_t generation;
-    uint32_t maps;     /* VAs it is mapped at */
-    uint32_t next_free;
-} block_slot_t;
-
-typedef struct node {
-    struct node *prev, *next;
-} node_t;
-
-typedef struct check_stream {
-    node_t node; /* first: a node_t * is a check_stream_t * */
-    uint32_t magic;
-    struct check *owner;
-    dev_stream_t *inner;
-} check_stream_t;
-
-typedef struct check_event {
-    node_t node;
-    uint32_t magic;
-    struct check *owner;
-    dev_event_t *inner;
-} check_event_t;
 
 typedef struct host_range {
     char *ptr;
@@ -75,19 +78,17 @@ typedef struct host_range {
 typedef struct check {
     dev_layer_t inner;
     size_t granularity;
-    uint64_t tag; /* this layer's bits 48..63 of every block handle */
+    uint64_t tag; /* this layer's bits 48..63 of every handle; never 0 */
     pthread_mutex_t lock;
     reservation_t *res;
     size_t nres, capres;
-    block_slot_t *slots;
-    uint32_t nslots, capslots, free_slot; /* free_slot: head of the free list, UINT32_MAX = none */
+    table_t blocks, streams, events;
+    size_t mapped_blocks; /* granules with a block mapped, over all reservations */
     host_range_t *host;
     size_t nhost, caphost;
-    node_t streams, events; /* circular lists of the live wrappers */
-    dev_live_t live;
 } check_t;
 
-static atomic_uint next_tag = 1;
+static atomic_uint next_tag;
 
 #define INNER(c, op, ...) ((c)->inner.ops->op((c)->inner.self, __VA_ARGS__))
 
@@ -109,23 +110,89 @@ static bool grow(void **array, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-static void list_init(node_t *head) { head->prev = head->next = head; }
-static void list_add(node_t *head, node_t *n)
+/* ---- handle tables (caller holds the lock) ----------------------------------- */
+
+static uint64_t handle_of(const check_t *c, const table_t *t, size_t slot)
 {
-    n->next = head->next;
-    n->prev = head;
-    head->next->prev = n;
-    head->next = n;
-}
-static void list_del(node_t *n)
-{
-    n->prev->next = n->next;
-    n->next->prev = n->prev;
+    return c->tag | (uint64_t)t->kind << 46 |
+           (uint64_t)t->slots[slot].generation << SLOT_BITS | (slot + 1);
 }
 
-/* ---- lookups (caller holds the lock) ----------------------------------------- */
+/* Stores inner in a free slot; *handle names it. */
+static lms_status_t table_add(check_t *c, table_t *t, uint64_t inner, uint64_t *handle)
+{
+    uint32_t i = t->free_head;
+    if (i != NO_SLOT) {
+        t->free_head = t->slots[i].next_free;
+    } else {
+        if (t->n + 1 >= (1u << SLOT_BITS) || !grow((void **)&t->slots, &t->cap, t->n + 1,
+                                                    sizeof *t->slots))
+            return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory to track another %s",
+                             kind_names[t->kind]);
+        i = (uint32_t)t->n++;
+        t->slots[i] = (slot_t){.next_free = NO_SLOT};
+    }
+    slot_t *s = &t->slots[i];
+    s->inner = inner;
+    s->maps = 0;
+    s->used = true;
+    t->live++;
+    *handle = handle_of(c, t, i);
+    return LMS_OK;
+}
 
-/* The reservation holding all of [va, va+size), or NULL. */
+/* The slot handle names, or a failure that says why it names none. */
+static lms_status_t table_find(check_t *c, table_t *t, const char *op, uint64_t handle,
+                               slot_t **out)
+{
+    const char *what = kind_names[t->kind];
+    uint64_t slot = (handle & ((1ull << SLOT_BITS) - 1)) - 1;
+    if (handle == 0)
+        return base_fail(LMS_ERR_INVALID, "%s: the %s is NULL", op, what);
+    if ((handle & ~0ull << 48) != c->tag)
+        return base_fail(LMS_ERR_INVALID, "%s: the %s belongs to another device, or is no %s",
+                         op, what, what);
+    if ((handle >> 46 & 3) != t->kind)
+        return base_fail(LMS_ERR_INVALID, "%s: 0x%llx is a %s, not a %s", op,
+                         (unsigned long long)handle, kind_names[handle >> 46 & 3], what);
+    slot_t *s = slot < t->n ? &t->slots[slot] : NULL;
+    if (s == NULL || !s->used ||
+        s->generation != (handle >> SLOT_BITS & ((1u << GENERATION_BITS) - 1)))
+        return base_fail(LMS_ERR_INVALID, "%s: the %s 0x%llx was destroyed, or never existed", op,
+                         what, (unsigned long long)handle);
+    *out = s;
+    return LMS_OK;
+}
+
+static void table_remove(table_t *t, slot_t *s)
+{
+    s->used = false;
+    s->inner = 0;
+    t->live--;
+    if (++s->generation == GENERATION_RETIRED)
+        return; /* retired: its handles stay invalid for good */
+    s->next_free = t->free_head;
+    t->free_head = (uint32_t)(s - t->slots);
+}
+
+/* Looks up a stream or event handle and returns its inner object. */
+static lms_status_t lookup(check_t *c, table_t *t, const char *op, const void *handle, void **inner)
+{
+    pthread_mutex_lock(&c->lock);
+    slot_t *s;
+    lms_status_t st = table_find(c, t, op, (uint64_t)(uintptr_t)handle, &s);
+    if (st == LMS_OK)
+        *inner = (void *)(uintptr_t)s->inner;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+#define STREAM(c, op, s, out) lookup((c), &(c)->streams, (op), (s), (void **)(out))
+#define EVENT(c, op, e, out) lookup((c), &(c)->events, (op), (e), (void **)(out))
+
+/* ---- ranges ---------------------------------------------------------------- */
+
+/* The reservation holding all of [va, va+size), or NULL. Caller holds the lock. */
 static reservation_t *find_reservation(check_t *c, dev_addr_t va, size_t size)
 {
     for (size_t i = 0; i < c->nres; i++) {
@@ -136,24 +203,8 @@ static reservation_t *find_reservation(check_t *c, dev_addr_t va, size_t size)
     return NULL;
 }
 
-static dev_block_t block_handle(const check_t *c, uint32_t slot)
-{
-    return c->tag | (uint64_t)(c->slots[slot].generation & 0xffff) << 32 | (slot + 1);
-}
-
-static block_slot_t *find_block(check_t *c, dev_block_t handle)
-{
-    uint32_t slot = (uint32_t)handle - 1;
-    if ((handle & ~(uint64_t)0 << 48) != c->tag || slot >= c->nslots)
-        return NULL;
-    block_slot_t *b = &c->slots[slot];
-    if (b->inner == 0 || (b->generation & 0xffff) != (handle >> 32 & 0xffff))
-        return NULL;
-    return b;
-}
-
 /* Checks that [va, va+size) is a nonzero, aligned run of granules inside one
- * reservation; on success *r and *first name it. */
+ * reservation; on success *r and *first name it. Caller holds the lock. */
 static lms_status_t check_run(check_t *c, const char *op, dev_addr_t va, size_t size,
                               reservation_t **r, size_t *first)
 {
@@ -200,33 +251,6 @@ static lms_status_t check_host_range(const char *op, const void *p, size_t n)
     return LMS_OK;
 }
 
-static lms_status_t check_stream(check_t *c, const char *op, dev_stream_t *stream)
-{
-    const check_stream_t *s = (const check_stream_t *)stream;
-    if (s == NULL)
-        return invalid(op, "stream is NULL");
-    if (s->magic != STREAM_MAGIC)
-        return invalid(op, "not a stream (destroyed, or never created)");
-    if (s->owner != c)
-        return invalid(op, "the stream belongs to another device");
-    return LMS_OK;
-}
-
-static lms_status_t check_event(check_t *c, const char *op, dev_event_t *event)
-{
-    const check_event_t *e = (const check_event_t *)event;
-    if (e == NULL)
-        return invalid(op, "event is NULL");
-    if (e->magic != EVENT_MAGIC)
-        return invalid(op, "not an event (destroyed, or never created)");
-    if (e->owner != c)
-        return invalid(op, "the event belongs to another device");
-    return LMS_OK;
-}
-
-static dev_stream_t *inner_stream(dev_stream_t *s) { return ((check_stream_t *)s)->inner; }
-static dev_event_t *inner_event(dev_event_t *e) { return ((check_event_t *)e)->inner; }
-
 /* ---- memory ---------------------------------------------------------------- */
 
 static lms_status_t check_mem_info(void *self, size_t *free_bytes, size_t *total_bytes)
@@ -247,32 +271,25 @@ static lms_status_t check_va_reserve(void *self, size_t size, dev_addr_t *base)
                          "va_reserve: size %zu must be a nonzero multiple of the granularity %zu",
                          size, c->granularity);
     size_t n = size / c->granularity;
-    reservation_t r = {.size = size, .block = calloc(n, sizeof *r.block),
-                       .access = calloc(n, sizeof *r.access)};
-    lms_status_t st = LMS_OK;
-    if (r.block == NULL || r.access == NULL) {
-        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory to track %zu blocks", n);
-        goto fail;
+    reservation_t r = {.size = size, .block = calloc(n, sizeof *r.block)};
+    if (r.block == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory to track %zu blocks", n);
+    lms_status_t st = INNER(c, va_reserve, size, &r.base);
+    if (st != LMS_OK) {
+        free(r.block);
+        return st;
     }
-    st = INNER(c, va_reserve, size, &r.base);
-    if (st != LMS_OK)
-        goto fail;
     pthread_mutex_lock(&c->lock);
     if (!grow((void **)&c->res, &c->capres, c->nres + 1, sizeof *c->res)) {
         pthread_mutex_unlock(&c->lock);
         INNER(c, va_free, r.base, size);
-        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory for the reservation");
-        goto fail;
+        free(r.block);
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory for the reservation");
     }
     c->res[c->nres++] = r;
-    c->live.reservations++;
     pthread_mutex_unlock(&c->lock);
     *base = r.base;
     return LMS_OK;
-fail:
-    free(r.access);
-    free(r.block);
-    return st;
 }
 
 static lms_status_t check_va_free(void *self, dev_addr_t base, size_t size)
@@ -306,9 +323,7 @@ static lms_status_t check_va_free(void *self, dev_addr_t base, size_t size)
     if (st != LMS_OK)
         goto out;
     free(r->block);
-    free(r->access);
     c->res[i] = c->res[--c->nres];
-    c->live.reservations--;
 out:
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -324,57 +339,26 @@ static lms_status_t check_block_create(void *self, dev_block_t *block)
     if (st != LMS_OK)
         return st;
     pthread_mutex_lock(&c->lock);
-    uint32_t slot = c->free_slot;
-    if (slot == UINT32_MAX) {
-        size_t cap = c->capslots;
-        if (c->nslots == UINT32_MAX - 1 ||
-            !grow((void **)&c->slots, &cap, (size_t)c->nslots + 1, sizeof *c->slots)) {
-            pthread_mutex_unlock(&c->lock);
-            INNER(c, block_release, inner);
-            return base_fail(LMS_ERR_OUT_OF_MEMORY, "block_create: no host memory to track it");
-        }
-        c->capslots = (uint32_t)cap;
-        slot = c->nslots++;
-        c->slots[slot] = (block_slot_t){0};
-    } else {
-        c->free_slot = c->slots[slot].next_free;
-    }
-    block_slot_t *b = &c->slots[slot];
-    b->inner = inner;
-    b->maps = 0;
-    c->live.blocks++;
-    *block = block_handle(c, slot);
+    st = table_add(c, &c->blocks, inner, block);
     pthread_mutex_unlock(&c->lock);
-    return LMS_OK;
+    if (st != LMS_OK)
+        INNER(c, block_release, inner);
+    return st;
 }
 
 static lms_status_t check_block_release(void *self, dev_block_t block)
 {
     check_t *c = self;
     pthread_mutex_lock(&c->lock);
-    lms_status_t st = LMS_OK;
-    block_slot_t *b = find_block(c, block);
-    if (b == NULL) {
-        st = base_fail(LMS_ERR_INVALID,
-                       "block_release: 0x%llx is not a live block of this device "
-                       "(released already, or another device's)",
-                       (unsigned long long)block);
-        goto out;
-    }
-    if (b->maps != 0) {
+    slot_t *b;
+    lms_status_t st = table_find(c, &c->blocks, "block_release", block, &b);
+    if (st == LMS_OK && b->maps != 0)
         st = base_fail(LMS_ERR_INVALID, "block_release: the block is still mapped at %u VAs",
                        b->maps);
-        goto out;
-    }
-    st = INNER(c, block_release, b->inner);
-    if (st != LMS_OK)
-        goto out;
-    b->inner = 0;
-    b->generation++;
-    b->next_free = c->free_slot;
-    c->free_slot = (uint32_t)(b - c->slots);
-    c->live.blocks--;
-out:
+    if (st == LMS_OK)
+        st = INNER(c, block_release, b->inner);
+    if (st == LMS_OK)
+        table_remove(&c->blocks, b);
     pthread_mutex_unlock(&c->lock);
     return st;
 }
@@ -385,41 +369,35 @@ static lms_status_t check_map(void *self, dev_addr_t va, dev_block_t block)
     pthread_mutex_lock(&c->lock);
     reservation_t *r;
     size_t g;
+    slot_t *b;
     lms_status_t st = check_run(c, "map", va, c->granularity, &r, &g);
-    if (st != LMS_OK)
-        goto out;
-    block_slot_t *b = find_block(c, block);
-    if (b == NULL) {
-        st = base_fail(LMS_ERR_INVALID, "map: 0x%llx is not a live block of this device",
-                       (unsigned long long)block);
-        goto out;
-    }
-    if (r->block[g] != 0) {
+    if (st == LMS_OK)
+        st = table_find(c, &c->blocks, "map", block, &b);
+    if (st == LMS_OK && r->block[g] != 0)
         st = base_fail(LMS_ERR_INVALID, "map: 0x%llx is already mapped; unmap it first",
                        (unsigned long long)va);
-        goto out;
+    if (st == LMS_OK)
+        st = INNER(c, map, va, b->inner);
+    if (st == LMS_OK) {
+        r->block[g] = block;
+        b->maps++;
+        c->mapped_blocks++;
     }
-    st = INNER(c, map, va, b->inner);
-    if (st != LMS_OK)
-        goto out;
-    r->block[g] = block;
-    r->access[g] = false;
-    b->maps++;
-    c->live.mapped_blocks++;
-out:
     pthread_mutex_unlock(&c->lock);
     return st;
 }
 
-/* For set_access and unmap: every granule of the run must be mapped. */
-static lms_status_t check_all_mapped(check_t *c, const char *op, reservation_t *r, size_t first,
-                                     size_t n)
+/* For set_access and unmap: a valid run, every granule of which is mapped.
+ * Caller holds the lock. */
+static lms_status_t check_mapped_run(check_t *c, const char *op, dev_addr_t va, size_t size,
+                                     reservation_t **r, size_t *first)
 {
-    for (size_t g = first; g < first + n; g++)
-        if (r->block[g] == 0)
-            return base_fail(LMS_ERR_INVALID, "%s: 0x%llx is not mapped", op,
-                             (unsigned long long)(r->base + g * c->granularity));
-    return LMS_OK;
+    lms_status_t st = check_run(c, op, va, size, r, first);
+    for (size_t g = *first; st == LMS_OK && g < *first + size / c->granularity; g++)
+        if ((*r)->block[g] == 0)
+            st = base_fail(LMS_ERR_INVALID, "%s: 0x%llx is not mapped", op,
+                           (unsigned long long)((*r)->base + g * c->granularity));
+    return st;
 }
 
 static lms_status_t check_set_access(void *self, dev_addr_t va, size_t size)
@@ -428,14 +406,9 @@ static lms_status_t check_set_access(void *self, dev_addr_t va, size_t size)
     pthread_mutex_lock(&c->lock);
     reservation_t *r;
     size_t first;
-    lms_status_t st = check_run(c, "set_access", va, size, &r, &first);
-    size_t n = size / c->granularity;
-    if (st == LMS_OK)
-        st = check_all_mapped(c, "set_access", r, first, n);
+    lms_status_t st = check_mapped_run(c, "set_access", va, size, &r, &first);
     if (st == LMS_OK)
         st = INNER(c, set_access, va, size);
-    if (st == LMS_OK)
-        memset(&r->access[first], true, n * sizeof *r->access);
     pthread_mutex_unlock(&c->lock);
     return st;
 }
@@ -446,19 +419,15 @@ static lms_status_t check_unmap(void *self, dev_addr_t va, size_t size)
     pthread_mutex_lock(&c->lock);
     reservation_t *r;
     size_t first;
-    lms_status_t st = check_run(c, "unmap", va, size, &r, &first);
-    size_t n = size / c->granularity;
-    if (st == LMS_OK)
-        st = check_all_mapped(c, "unmap", r, first, n);
+    lms_status_t st = check_mapped_run(c, "unmap", va, size, &r, &first);
     if (st == LMS_OK)
         st = INNER(c, unmap, va, size);
-    if (st == LMS_OK) {
-        for (size_t g = first; g < first + n; g++) {
-            find_block(c, r->block[g])->maps--;
-            r->block[g] = 0;
-            r->access[g] = false;
-        }
-        c->live.mapped_blocks -= n;
+    for (size_t g = first; st == LMS_OK && g < first + size / c->granularity; g++) {
+        slot_t *b;
+        if (table_find(c, &c->blocks, "unmap", r->block[g], &b) == LMS_OK)
+            b->maps--; /* always found: a mapped block cannot be released */
+        r->block[g] = 0;
+        c->mapped_blocks--;
     }
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -490,7 +459,6 @@ static lms_status_t check_host_register(void *self, void *ptr, size_t size)
     if (st != LMS_OK)
         goto out;
     c->host[c->nhost++] = (host_range_t){p, size};
-    c->live.host_ranges++;
 out:
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -513,13 +481,42 @@ static lms_status_t check_host_unregister(void *self, void *ptr)
     if (st != LMS_OK)
         goto out;
     c->host[i] = c->host[--c->nhost];
-    c->live.host_ranges--;
 out:
     pthread_mutex_unlock(&c->lock);
     return st;
 }
 
 /* ---- streams and events ------------------------------------------------------ */
+
+/* Registers a stream or event the layer below just made; destroys it again if
+ * the table cannot take it. */
+static lms_status_t add_object(check_t *c, table_t *t, void *inner, uint64_t *handle)
+{
+    pthread_mutex_lock(&c->lock);
+    lms_status_t st = table_add(c, t, (uint64_t)(uintptr_t)inner, handle);
+    pthread_mutex_unlock(&c->lock);
+    if (st != LMS_OK && t->kind == KIND_STREAM)
+        INNER(c, stream_destroy, inner);
+    else if (st != LMS_OK)
+        INNER(c, event_destroy, inner);
+    return st;
+}
+
+/* Destroys the stream or event handle names (the layer below's destroy does
+ * not block, so the lock is held across it). */
+static lms_status_t destroy_object(check_t *c, table_t *t, const char *op, const void *handle)
+{
+    pthread_mutex_lock(&c->lock);
+    slot_t *s;
+    lms_status_t st = table_find(c, t, op, (uint64_t)(uintptr_t)handle, &s);
+    if (st == LMS_OK)
+        st = t->kind == KIND_STREAM ? INNER(c, stream_destroy, (dev_stream_t *)(uintptr_t)s->inner)
+                                    : INNER(c, event_destroy, (dev_event_t *)(uintptr_t)s->inner);
+    if (st == LMS_OK)
+        table_remove(t, s);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
 
 static lms_status_t check_stream_create(void *self, dev_priority_t priority, dev_stream_t **out)
 {
@@ -528,47 +525,27 @@ static lms_status_t check_stream_create(void *self, dev_priority_t priority, dev
         return invalid("stream_create", "NULL output");
     if (priority != DEV_PRIORITY_NORMAL && priority != DEV_PRIORITY_HIGH)
         return invalid("stream_create", "unknown priority");
-    check_stream_t *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "stream_create: no host memory");
-    lms_status_t st = INNER(c, stream_create, priority, &s->inner);
-    if (st != LMS_OK) {
-        free(s);
-        return st;
-    }
-    s->magic = STREAM_MAGIC;
-    s->owner = c;
-    pthread_mutex_lock(&c->lock);
-    list_add(&c->streams, &s->node);
-    c->live.streams++;
-    pthread_mutex_unlock(&c->lock);
-    *out = (dev_stream_t *)s;
-    return LMS_OK;
+    dev_stream_t *inner;
+    uint64_t handle;
+    lms_status_t st = INNER(c, stream_create, priority, &inner);
+    if (st == LMS_OK)
+        st = add_object(c, &c->streams, inner, &handle);
+    if (st == LMS_OK)
+        *out = (dev_stream_t *)(uintptr_t)handle;
+    return st;
 }
 
 static lms_status_t check_stream_destroy(void *self, dev_stream_t *stream)
 {
-    check_t *c = self;
-    lms_status_t st = check_stream(c, "stream_destroy", stream);
-    if (st == LMS_OK)
-        st = INNER(c, stream_destroy, inner_stream(stream));
-    if (st != LMS_OK)
-        return st;
-    check_stream_t *s = (check_stream_t *)stream;
-    pthread_mutex_lock(&c->lock);
-    list_del(&s->node);
-    c->live.streams--;
-    pthread_mutex_unlock(&c->lock);
-    s->magic = 0;
-    free(s);
-    return LMS_OK;
+    return destroy_object(self, &((check_t *)self)->streams, "stream_destroy", stream);
 }
 
 static lms_status_t check_stream_synchronize(void *self, dev_stream_t *stream)
 {
     check_t *c = self;
-    lms_status_t st = check_stream(c, "stream_synchronize", stream);
-    return st != LMS_OK ? st : INNER(c, stream_synchronize, inner_stream(stream));
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "stream_synchronize", stream, &s);
+    return st != LMS_OK ? st : INNER(c, stream_synchronize, s);
 }
 
 static lms_status_t check_event_create(void *self, dev_event_t **out)
@@ -576,154 +553,147 @@ static lms_status_t check_event_create(void *self, dev_event_t **out)
     check_t *c = self;
     if (out == NULL)
         return invalid("event_create", "NULL output");
-    check_event_t *e = calloc(1, sizeof *e);
-    if (e == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "event_create: no host memory");
-    lms_status_t st = INNER(c, event_create, &e->inner);
-    if (st != LMS_OK) {
-        free(e);
-        return st;
-    }
-    e->magic = EVENT_MAGIC;
-    e->owner = c;
-    pthread_mutex_lock(&c->lock);
-    list_add(&c->events, &e->node);
-    c->live.events++;
-    pthread_mutex_unlock(&c->lock);
-    *out = (dev_event_t *)e;
-    return LMS_OK;
+    dev_event_t *inner;
+    uint64_t handle;
+    lms_status_t st = INNER(c, event_create, &inner);
+    if (st == LMS_OK)
+        st = add_object(c, &c->events, inner, &handle);
+    if (st == LMS_OK)
+        *out = (dev_event_t *)(uintptr_t)handle;
+    return st;
 }
 
 static lms_status_t check_event_destroy(void *self, dev_event_t *event)
 {
-    check_t *c = self;
-    lms_status_t st = check_event(c, "event_destroy", event);
-    if (st == LMS_OK)
-        st = INNER(c, event_destroy, inner_event(event));
-    if (st != LMS_OK)
-        return st;
-    check_event_t *e = (check_event_t *)event;
-    pthread_mutex_lock(&c->lock);
-    list_del(&e->node);
-    c->live.events--;
-    pthread_mutex_unlock(&c->lock);
-    e->magic = 0;
-    free(e);
-    return LMS_OK;
+    return destroy_object(self, &((check_t *)self)->events, "event_destroy", event);
 }
 
 static lms_status_t check_event_record(void *self, dev_event_t *event, dev_stream_t *stream)
 {
     check_t *c = self;
-    lms_status_t st = check_event(c, "event_record", event);
+    dev_event_t *e;
+    dev_stream_t *s;
+    lms_status_t st = EVENT(c, "event_record", event, &e);
     if (st == LMS_OK)
-        st = check_stream(c, "event_record", stream);
-    return st != LMS_OK ? st : INNER(c, event_record, inner_event(event), inner_stream(stream));
+        st = STREAM(c, "event_record", stream, &s);
+    return st != LMS_OK ? st : INNER(c, event_record, e, s);
 }
 
 static lms_status_t check_event_query(void *self, dev_event_t *event)
 {
     check_t *c = self;
-    lms_status_t st = check_event(c, "event_query", event);
-    return st != LMS_OK ? st : INNER(c, event_query, inner_event(event));
+    dev_event_t *e;
+    lms_status_t st = EVENT(c, "event_query", event, &e);
+    return st != LMS_OK ? st : INNER(c, event_query, e);
 }
 
 static lms_status_t check_event_synchronize(void *self, dev_event_t *event)
 {
     check_t *c = self;
-    lms_status_t st = check_event(c, "event_synchronize", event);
-    return st != LMS_OK ? st : INNER(c, event_synchronize, inner_event(event));
+    dev_event_t *e;
+    lms_status_t st = EVENT(c, "event_synchronize", event, &e);
+    return st != LMS_OK ? st : INNER(c, event_synchronize, e);
 }
 
 static lms_status_t check_stream_wait_event(void *self, dev_stream_t *stream, dev_event_t *event)
 {
     check_t *c = self;
-    lms_status_t st = check_stream(c, "stream_wait_event", stream);
+    dev_stream_t *s;
+    dev_event_t *e;
+    lms_status_t st = STREAM(c, "stream_wait_event", stream, &s);
     if (st == LMS_OK)
-        st = check_event(c, "stream_wait_event", event);
-    return st != LMS_OK ? st
-                        : INNER(c, stream_wait_event, inner_stream(stream), inner_event(event));
+        st = EVENT(c, "stream_wait_event", event, &e);
+    return st != LMS_OK ? st : INNER(c, stream_wait_event, s, e);
 }
 
 /* ---- work on streams ----------------------------------------------------------- */
 
-static lms_status_t check_copy_h2d(void *self, dev_stream_t *s, dev_addr_t dst, const void *src,
-                                   size_t n)
+static lms_status_t check_copy_h2d(void *self, dev_stream_t *stream, dev_addr_t dst,
+                                   const void *src, size_t n)
 {
     check_t *c = self;
-    lms_status_t st = check_stream(c, "copy_h2d", s);
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "copy_h2d", stream, &s);
     if (st == LMS_OK)
         st = check_device_range(c, "copy_h2d", dst, n);
     if (st == LMS_OK)
         st = check_host_range("copy_h2d", src, n);
-    return st != LMS_OK ? st : INNER(c, copy_h2d, inner_stream(s), dst, src, n);
+    return st != LMS_OK ? st : INNER(c, copy_h2d, s, dst, src, n);
 }
 
-static lms_status_t check_copy_d2h(void *self, dev_stream_t *s, void *dst, dev_addr_t src, size_t n)
+static lms_status_t check_copy_d2h(void *self, dev_stream_t *stream, void *dst, dev_addr_t src,
+                                   size_t n)
 {
     check_t *c = self;
-    lms_status_t st = check_stream(c, "copy_d2h", s);
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "copy_d2h", stream, &s);
     if (st == LMS_OK)
         st = check_device_range(c, "copy_d2h", src, n);
     if (st == LMS_OK)
         st = check_host_range("copy_d2h", dst, n);
-    return st != LMS_OK ? st : INNER(c, copy_d2h, inner_stream(s), dst, src, n);
+    return st != LMS_OK ? st : INNER(c, copy_d2h, s, dst, src, n);
 }
 
-static lms_status_t check_copy_d2d(void *self, dev_stream_t *s, dev_addr_t dst, dev_addr_t src,
-                                   size_t n)
+static lms_status_t check_copy_d2d(void *self, dev_stream_t *stream, dev_addr_t dst,
+                                   dev_addr_t src, size_t n)
 {
     check_t *c = self;
-    lms_status_t st = check_stream(c, "copy_d2d", s);
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "copy_d2d", stream, &s);
     if (st == LMS_OK)
         st = check_device_range(c, "copy_d2d", dst, n);
     if (st == LMS_OK)
         st = check_device_range(c, "copy_d2d", src, n);
-    return st != LMS_OK ? st : INNER(c, copy_d2d, inner_stream(s), dst, src, n);
+    return st != LMS_OK ? st : INNER(c, copy_d2d, s, dst, src, n);
 }
 
-static lms_status_t check_host_func(void *self, dev_stream_t *s, dev_host_fn_t fn, void *arg)
+static lms_status_t check_host_func(void *self, dev_stream_t *stream, dev_host_fn_t fn, void *arg)
 {
     check_t *c = self;
-    lms_status_t st = check_stream(c, "host_func", s);
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "host_func", stream, &s);
     if (st == LMS_OK && fn == NULL)
         st = invalid("host_func", "function is NULL");
-    return st != LMS_OK ? st : INNER(c, host_func, inner_stream(s), fn, arg);
+    return st != LMS_OK ? st : INNER(c, host_func, s, fn, arg);
 }
 
-static lms_status_t check_fill(void *self, dev_stream_t *s, dev_addr_t dst, size_t n, uint64_t seed)
+static lms_status_t check_fill(void *self, dev_stream_t *stream, dev_addr_t dst, size_t n,
+                               uint64_t seed)
 {
     check_t *c = self;
-    lms_status_t st = check_stream(c, "fill", s);
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "fill", stream, &s);
     if (st == LMS_OK)
         st = check_device_range(c, "fill", dst, n);
-    return st != LMS_OK ? st : INNER(c, fill, inner_stream(s), dst, n, seed);
+    return st != LMS_OK ? st : INNER(c, fill, s, dst, n, seed);
 }
 
-static lms_status_t check_checksum(void *self, dev_stream_t *s, dev_addr_t src, size_t n,
+static lms_status_t check_checksum(void *self, dev_stream_t *stream, dev_addr_t src, size_t n,
                                    uint64_t *out)
 {
     check_t *c = self;
-    lms_status_t st = check_stream(c, "checksum", s);
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "checksum", stream, &s);
     if (st == LMS_OK)
         st = check_device_range(c, "checksum", src, n);
     if (st == LMS_OK && out == NULL)
         st = invalid("checksum", "NULL output");
-    return st != LMS_OK ? st : INNER(c, checksum, inner_stream(s), src, n, out);
+    return st != LMS_OK ? st : INNER(c, checksum, s, src, n, out);
 }
 
-static lms_status_t check_axpy(void *self, dev_stream_t *s, size_t n, float a, dev_addr_t x,
+static lms_status_t check_axpy(void *self, dev_stream_t *stream, size_t n, float a, dev_addr_t x,
                                dev_addr_t y)
 {
     check_t *c = self;
-    lms_status_t st = check_stream(c, "axpy", s);
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "axpy", stream, &s);
     if (st == LMS_OK && (n > SIZE_MAX / sizeof(float) || x % sizeof(float) || y % sizeof(float)))
         st = invalid("axpy", "x and y must be float-aligned and n * 4 must not overflow");
     if (st == LMS_OK)
         st = check_device_range(c, "axpy", x, n * sizeof(float));
     if (st == LMS_OK)
         st = check_device_range(c, "axpy", y, n * sizeof(float));
-    return st != LMS_OK ? st : INNER(c, axpy, inner_stream(s), n, a, x, y);
+    return st != LMS_OK ? st : INNER(c, axpy, s, n, a, x, y);
 }
 
 /* ---- teardown ---------------------------------------------------------------- */
@@ -732,47 +702,58 @@ void dev_check_live(void *self, dev_live_t *out)
 {
     check_t *c = self;
     pthread_mutex_lock(&c->lock);
-    *out = c->live;
+    *out = (dev_live_t){
+        .reservations = c->nres,
+        .blocks = c->blocks.live,
+        .mapped_blocks = c->mapped_blocks,
+        .host_ranges = c->nhost,
+        .streams = c->streams.live,
+        .events = c->events.live,
+    };
     pthread_mutex_unlock(&c->lock);
 }
 
+static void log_teardown(lms_status_t st)
+{
+    if (st != LMS_OK)
+        base_log(BASE_LOG_ERROR, "closing the device: %s", lms_last_error());
+}
+
 /* Destroys everything still alive, in the order that keeps the hard rule:
- * drain streams first, then unmap, then release memory. Failures below are
- * reported in the log, since the caller is closing and cannot retry. */
+ * streams (their queued work still runs), events, mappings, then memory. The
+ * caller is closing and cannot retry, so a failure below is logged and the
+ * object is dropped from the bookkeeping all the same. */
 void dev_check_destroy_all(void *self)
 {
     check_t *c = self;
-    while (c->streams.next != &c->streams)
-        if (check_stream_destroy(c, (dev_stream_t *)c->streams.next) != LMS_OK) {
-            base_log(BASE_LOG_ERROR, "close: %s", lms_last_error());
-            list_del(c->streams.next);
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < c->streams.n; i++)
+        if (c->streams.slots[i].used) {
+            log_teardown(INNER(c, stream_destroy, (dev_stream_t *)(uintptr_t)c->streams.slots[i].inner));
+            table_remove(&c->streams, &c->streams.slots[i]);
         }
-    while (c->events.next != &c->events)
-        if (check_event_destroy(c, (dev_event_t *)c->events.next) != LMS_OK) {
-            base_log(BASE_LOG_ERROR, "close: %s", lms_last_error());
-            list_del(c->events.next);
+    for (size_t i = 0; i < c->events.n; i++)
+        if (c->events.slots[i].used) {
+            log_teardown(INNER(c, event_destroy, (dev_event_t *)(uintptr_t)c->events.slots[i].inner));
+            table_remove(&c->events, &c->events.slots[i]);
         }
-    while (c->nres > 0) {
+    for (; c->nres > 0; c->nres--) {
         reservation_t *r = &c->res[c->nres - 1];
         for (size_t g = 0; g < r->size / c->granularity; g++)
-            if (r->block[g] != 0 && check_unmap(c, r->base + g * c->granularity, c->granularity))
-                base_log(BASE_LOG_ERROR, "close: %s", lms_last_error());
-        if (check_va_free(c, r->base, r->size) != LMS_OK) {
-            base_log(BASE_LOG_ERROR, "close: %s", lms_last_error());
-            free(r->block);
-            free(r->access);
-            c->nres--;
-        }
+            if (r->block[g] != 0)
+                log_teardown(INNER(c, unmap, r->base + g * c->granularity, c->granularity));
+        log_teardown(INNER(c, va_free, r->base, r->size));
+        free(r->block);
     }
-    for (uint32_t i = 0; i < c->nslots; i++)
-        if (c->slots[i].inner != 0 &&
-            check_block_release(c, block_handle(c, i)) != LMS_OK)
-            base_log(BASE_LOG_ERROR, "close: %s", lms_last_error());
-    while (c->nhost > 0)
-        if (check_host_unregister(c, c->host[c->nhost - 1].ptr) != LMS_OK) {
-            base_log(BASE_LOG_ERROR, "close: %s", lms_last_error());
-            c->nhost--;
+    c->mapped_blocks = 0;
+    for (size_t i = 0; i < c->blocks.n; i++)
+        if (c->blocks.slots[i].used) {
+            log_teardown(INNER(c, block_release, c->blocks.slots[i].inner));
+            table_remove(&c->blocks, &c->blocks.slots[i]);
         }
+    for (; c->nhost > 0; c->nhost--)
+        log_teardown(INNER(c, host_unregister, c->host[c->nhost - 1].ptr));
+    pthread_mutex_unlock(&c->lock);
 }
 
 static void check_close(void *self)
@@ -780,7 +761,9 @@ static void check_close(void *self)
     check_t *c = self;
     c->inner.ops->close(c->inner.self);
     free(c->res);
-    free(c->slots);
+    free(c->blocks.slots);
+    free(c->streams.slots);
+    free(c->events.slots);
     free(c->host);
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -824,11 +807,11 @@ lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, dev_layer
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "dev_open: no host memory for the check layer");
     c->inner = inner;
     c->granularity = info->granularity;
-    c->tag = (uint64_t)(atomic_fetch_add(&next_tag, 1) % 0xffff + 1) << 48; /* never 0 */
-    c->free_slot = UINT32_MAX;
+    c->tag = (uint64_t)(atomic_fetch_add(&next_tag, 1) % 0xffff + 1) << 48;
+    c->blocks = (table_t){.kind = KIND_BLOCK, .free_head = NO_SLOT};
+    c->streams = (table_t){.kind = KIND_STREAM, .free_head = NO_SLOT};
+    c->events = (table_t){.kind = KIND_EVENT, .free_head = NO_SLOT};
     pthread_mutex_init(&c->lock, NULL);
-    list_init(&c->streams);
-    list_init(&c->events);
     *out = (dev_layer_t){&check_ops, c};
     return LMS_OK;
 }

@@ -96,6 +96,8 @@ void dev_close(dev_device_t *dev)
 {
     if (dev == NULL)
         return;
+    if (dev->fault != NULL) /* teardown must not fail on purpose */
+        dev_fault_layer_set(dev->fault, &(dev_fault_plan_t){0});
     dev_check_destroy_all(dev->self);
     dev->ops->close(dev->self);
     free(dev);
@@ -115,6 +117,10 @@ lms_status_t dev_fault_set(dev_device_t *dev, const dev_fault_plan_t *plan)
                          "dev_fault_set: the device was opened without fault_injection");
     if ((unsigned)plan->op > DEV_OP_COUNT || !(plan->probability >= 0 && plan->probability <= 1))
         return base_fail(LMS_ERR_INVALID, "dev_fault_set: bad op or probability");
+    if (plan->op == DEV_OP_COUNT && plan->first != 0)
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: \"every op\" needs a probability");
+    if (plan->status != LMS_OK && plan->status < LMS_ERR_INVALID)
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: status must be a failure");
     dev_fault_layer_set(dev->fault, plan);
     return LMS_OK;
 }

@@ -6,7 +6,7 @@
  * stream's worker thread and FIFO, the events, the two throttled links.
  *
  * Locks (never two at once, except event_lock -> a stream's lock):
- *   sim.lock        guards free_blocks / free_count
+ *   sim.lock        guards free_blocks / free_count and workers
  *   sim.event_lock  guards every event's (stream, seq)
  *   stream.lock     guards that stream's queue, counters and stopping flag
  *   link.lock       guards that link's busy_until
@@ -33,7 +33,8 @@
  *   the end of it, so copies overlap compute and each other as on a real GPU
  *   (H2D and D2H in parallel, two H2D copies one after the other). D2D copies
  *   and kernels are not throttled.
- * - Stream priorities are accepted and ignored.
+ * - Stream priorities are accepted and ignored. Destroying a stream returns at
+ *   once, as cuStreamDestroy does; its worker drains the queue, then exits.
  * - Many mappings make many kernel VMAs: the process's vm.max_map_count
  *   (65530 by default) bounds the blocks that can be mapped apart at once.
  */
@@ -54,6 +55,11 @@
 #include "base/base.h"
 #include "device/layer.h"
 
+/* Bandwidth limits: below 1 MB/s a 64 GiB copy's delay no longer fits the
+ * clock; above 100 TB/s a limit means nothing. */
+#define SIM_MIN_GBPS 0.001
+#define SIM_MAX_GBPS 100000.0
+
 typedef struct link {
     pthread_mutex_t lock;
     double bytes_per_ns; /* 0: unthrottled */
@@ -68,6 +74,8 @@ typedef struct sim {
     pthread_mutex_t lock;
     uint32_t *free_blocks;   /* stack of free block indices; top = next created */
     size_t free_count;
+    size_t workers;          /* stream workers still running (destroy does not wait) */
+    pthread_cond_t workers_done;
     link_t h2d, d2h;
     pthread_mutex_t event_lock;
 } sim_t;
@@ -89,14 +97,15 @@ struct sim_op {
 };
 
 struct sim_stream {
-    pthread_t worker;
+    sim_t *sim;
     pthread_mutex_t lock;
     pthread_cond_t changed; /* an op was queued or finished, or stopping was set */
     sim_op_t *head, *tail;  /* ops not yet started */
     uint64_t submitted;     /* ops queued so far */
     uint64_t completed;     /* ops finished so far (FIFO: the first `completed`) */
     bool stopping;          /* destroy was called: drain, then exit */
-    atomic_int refs;        /* the creator, each event recorded here, each pending wait */
+    atomic_int refs;        /* the creator until destroy, the worker until it exits,
+                               each event recorded here, each pending wait */
 };
 
 typedef struct sim_event {
@@ -124,9 +133,12 @@ static void stream_unref(sim_stream_t *s)
     free(s);
 }
 
+/* A stream's worker: runs the FIFO until the stream is destroyed and drained,
+ * then drops its reference and tells the device it is gone. */
 static void *worker_main(void *arg)
 {
     sim_stream_t *s = arg;
+    sim_t *sim = s->sim;
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while (s->head == NULL && !s->stopping)
@@ -145,6 +157,11 @@ static void *worker_main(void *arg)
         pthread_cond_broadcast(&s->changed);
     }
     pthread_mutex_unlock(&s->lock);
+    stream_unref(s);
+    pthread_mutex_lock(&sim->lock);
+    if (--sim->workers == 0)
+        pthread_cond_broadcast(&sim->workers_done);
+    pthread_mutex_unlock(&sim->lock);
     return NULL;
 }
 
@@ -180,23 +197,35 @@ static lms_status_t submit(dev_stream_t *stream, sim_op_t op)
 
 static lms_status_t sim_stream_create(void *self, dev_priority_t priority, dev_stream_t **out)
 {
-    (void)self;
+    sim_t *sim = self;
     (void)priority;
     sim_stream_t *s = calloc(1, sizeof *s);
     if (s == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for a stream");
+    s->sim = sim;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->changed, NULL);
-    atomic_init(&s->refs, 1);
-    int err = pthread_create(&s->worker, NULL, worker_main, s);
+    atomic_init(&s->refs, 2); /* the creator and the worker */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&sim->lock);
+    pthread_t worker;
+    int err = pthread_create(&worker, &attr, worker_main, s);
+    sim->workers += err == 0;
+    pthread_mutex_unlock(&sim->lock);
+    pthread_attr_destroy(&attr);
     if (err != 0) {
-        stream_unref(s);
+        pthread_cond_destroy(&s->changed);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
         return sys_fail("pthread_create for a stream", err);
     }
     *out = (dev_stream_t *)s;
     return LMS_OK;
 }
 
+/* As cuStreamDestroy: returns at once; the worker runs what is queued, then exits. */
 static lms_status_t sim_stream_destroy(void *self, dev_stream_t *stream)
 {
     (void)self;
@@ -205,7 +234,6 @@ static lms_status_t sim_stream_destroy(void *self, dev_stream_t *stream)
     s->stopping = true;
     pthread_cond_broadcast(&s->changed);
     pthread_mutex_unlock(&s->lock);
-    pthread_join(s->worker, NULL); /* the queued work runs to the end first */
     stream_unref(s);
     return LMS_OK;
 }
@@ -480,12 +508,22 @@ static lms_status_t sim_block_release(void *self, dev_block_t block)
     return LMS_OK;
 }
 
-/* Puts the reserved-but-unmapped state back over [va, va+size). */
-static int unmap_range(dev_addr_t va, size_t size)
+/* Puts the reserved-but-unmapped state back over [va, va+size). If the kernel
+ * refuses, MAP_FIXED may already have left a hole in the reservation that any
+ * later mmap (malloc's, say) can take, and device writes would land in it: the
+ * simulated device's address space is lost, as a real context would be, so
+ * this stops the process rather than corrupt memory. */
+static void unmap_range(dev_addr_t va, size_t size)
 {
     void *p = mmap(as_ptr(va), size, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    return p == MAP_FAILED ? errno : 0;
+    if (p == MAP_FAILED) {
+        base_log(BASE_LOG_ERROR,
+                 "sim: cannot restore the reservation at [0x%llx, +%zu): %s; the simulated "
+                 "device's address space is lost (vm.max_map_count?)",
+                 (unsigned long long)va, size, strerror(errno));
+        abort();
+    }
 }
 
 static lms_status_t sim_map(void *self, dev_addr_t va, dev_block_t block)
@@ -506,16 +544,19 @@ static lms_status_t sim_map(void *self, dev_addr_t va, dev_block_t block)
 static lms_status_t sim_set_access(void *self, dev_addr_t va, size_t size)
 {
     (void)self;
-    if (mprotect(as_ptr(va), size, PROT_READ | PROT_WRITE) != 0)
-        return sys_fail("mprotect for access", errno);
+    if (mprotect(as_ptr(va), size, PROT_READ | PROT_WRITE) != 0) {
+        int err = errno;
+        mprotect(as_ptr(va), size, PROT_NONE); /* a failed mprotect may have done a part */
+        return sys_fail("mprotect for access", err);
+    }
     return LMS_OK;
 }
 
 static lms_status_t sim_unmap(void *self, dev_addr_t va, size_t size)
 {
     (void)self;
-    int err = unmap_range(va, size);
-    return err ? sys_fail("mmap to unmap", err) : LMS_OK;
+    unmap_range(va, size);
+    return LMS_OK;
 }
 
 /* Host memory needs no pinning to be copied by a worker thread: the check
@@ -537,6 +578,11 @@ static lms_status_t sim_host_unregister(void *self, void *ptr)
 static void sim_close(void *self)
 {
     sim_t *sim = self;
+    pthread_mutex_lock(&sim->lock); /* destroyed streams may still be draining */
+    while (sim->workers > 0)
+        pthread_cond_wait(&sim->workers_done, &sim->lock);
+    pthread_mutex_unlock(&sim->lock);
+    pthread_cond_destroy(&sim->workers_done);
     close(sim->memfd);
     free(sim->free_blocks);
     pthread_mutex_destroy(&sim->lock);
@@ -591,11 +637,15 @@ static lms_status_t check_config(const dev_config_t *cfg)
                          "sim: memory %zu must be a nonzero multiple of the granularity %zu "
                          "(LMS_SIM_MEMORY)",
                          cfg->sim_memory, g);
-    if (!(cfg->sim_h2d_gbps >= 0) || !(cfg->sim_d2h_gbps >= 0) || isinf(cfg->sim_h2d_gbps) ||
-        isinf(cfg->sim_d2h_gbps))
-        return base_fail(LMS_ERR_INVALID,
-                         "sim: bandwidths must be finite and >= 0 GB/s (got h2d %g, d2h %g)",
-                         cfg->sim_h2d_gbps, cfg->sim_d2h_gbps);
+    for (int i = 0; i < 2; i++) {
+        double gbps = i ? cfg->sim_d2h_gbps : cfg->sim_h2d_gbps;
+        if (!(gbps == 0 || (gbps >= SIM_MIN_GBPS && gbps <= SIM_MAX_GBPS)))
+            return base_fail(LMS_ERR_INVALID,
+                             "sim: %s bandwidth %g GB/s must be 0 (no limit) or between %g and %g "
+                             "(LMS_SIM_%s_GBPS)",
+                             i ? "D2H" : "H2D", gbps, SIM_MIN_GBPS, SIM_MAX_GBPS,
+                             i ? "D2H" : "H2D");
+    }
     return LMS_OK;
 }
 
@@ -636,6 +686,7 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
         sim->free_blocks[i] = (uint32_t)(sim->nblocks - 1 - i);
     sim->free_count = sim->nblocks;
     pthread_mutex_init(&sim->lock, NULL);
+    pthread_cond_init(&sim->workers_done, NULL);
     pthread_mutex_init(&sim->event_lock, NULL);
     pthread_mutex_init(&sim->h2d.lock, NULL);
     pthread_mutex_init(&sim->d2h.lock, NULL);

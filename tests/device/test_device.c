@@ -255,24 +255,29 @@ Test(device, copies_are_exact_for_any_size_and_offset)
 
 /* ---- kernels ---- */
 
-Test(device, fill_writes_the_reference_pattern_at_any_offset)
+Test(device, fill_writes_the_reference_pattern_at_any_offset_and_size)
 {
     test_run_t run = test_run_map(dev, 1);
     dev_stream_t *s;
     TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
-    size_t n = 100003;
-    unsigned char *want = host_alloc(n), *got = host_alloc(n);
-    dev_fill_ref(want, n, 99);
-    TEST_OK(dev_fill(dev, s, run.base + 5, n, 99));
-    TEST_OK(dev_copy_d2h(dev, s, got, run.base + 5, n));
-    TEST_OK(dev_stream_synchronize(dev, s));
-    cr_assert(memcmp(want, got, n) == 0);
+    const size_t sizes[] = {1, 7, 8, 9, 4096, 100003};
+    const size_t offsets[] = {0, 1, 5, 8, 13};
+    unsigned char *want = host_alloc(100003), *got = host_alloc(100003);
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+        for (size_t oi = 0; oi < sizeof offsets / sizeof *offsets; oi++) {
+            size_t n = sizes[si], off = offsets[oi];
+            dev_fill_ref(want, n, 99 + n);
+            TEST_OK(dev_fill(dev, s, run.base + off, n, 99 + n));
+            TEST_OK(dev_copy_d2h(dev, s, got, run.base + off, n));
+            TEST_OK(dev_stream_synchronize(dev, s));
+            cr_assert(memcmp(want, got, n) == 0, "n=%zu offset=%zu", n, off);
+        }
     test_run_unmap(dev, &run);
     free(want);
     free(got);
 }
 
-Test(device, checksum_tells_apart_swapped_and_changed_bytes)
+Test(device, checksum_reference_tells_apart_swapped_and_changed_bytes)
 {
     unsigned char a[64], b[64];
     dev_fill_ref(a, sizeof a, 1);
@@ -498,8 +503,52 @@ Test(device, objects_of_another_device_are_rejected)
     test_run_unmap(dev, &run);
 }
 
+Test(device, destroyed_and_made_up_handles_are_rejected)
+{
+    dev_stream_t *s, *s2;
+    dev_event_t *e;
+    dev_block_t b;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    TEST_OK(dev_event_create(dev, &e));
+    TEST_OK(dev_block_create(dev, &b));
+    TEST_OK(dev_stream_destroy(dev, s));
+    TEST_OK(dev_event_destroy(dev, e));
+    TEST_OK(dev_block_release(dev, b));
+
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_synchronize(dev, s));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_destroy(dev, s));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_query(dev, e));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_destroy(dev, e));
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(dev, b));
+    /* the freed slot is reused; the old handle still names nothing */
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s2));
+    cr_assert_neq(s2, s);
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_synchronize(dev, s));
+    /* made-up values, and a handle of one kind passed as another */
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_synchronize(dev, (dev_stream_t *)(uintptr_t)0x10));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_query(dev, (dev_event_t *)(uintptr_t)~0ull));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_query(dev, (dev_event_t *)s2));
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(dev, (dev_block_t)(uintptr_t)s2));
+    TEST_OK(dev_stream_synchronize(dev, s2));
+}
+
+Test(device, a_released_block_handle_stays_invalid_however_often_its_slot_is_reused,
+     .timeout = 300)
+{
+    dev_block_t old, b;
+    TEST_OK(dev_block_create(dev, &old));
+    TEST_OK(dev_block_release(dev, old));
+    for (int i = 0; i < (1 << 18) + 100; i++) { /* past every generation of a slot */
+        TEST_OK(dev_block_create(dev, &b));
+        cr_assert_neq(b, old, "iteration %d handed out the released handle again", i);
+        TEST_OK(dev_block_release(dev, b));
+    }
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(dev, old));
+}
+
 Test(device, close_releases_what_is_still_alive)
 {
+    /* On every backend; test_sim checks what the OS sees after it. */
     dev_config_t cfg = test_config();
     dev_device_t *d = test_open(&cfg);
     size_t g = d->info.granularity;
@@ -508,13 +557,15 @@ Test(device, close_releases_what_is_still_alive)
     dev_stream_t *s;
     dev_event_t *e;
     static flag_t f;
+    static char host[4096];
     TEST_OK(dev_va_reserve(d, 4 * g, &va));
     TEST_OK(dev_block_create(d, &b));
     TEST_OK(dev_map(d, va, b));
+    TEST_OK(dev_host_register(d, host, sizeof host));
     TEST_OK(dev_stream_create(d, DEV_PRIORITY_NORMAL, &s));
     TEST_OK(dev_event_create(d, &e));
     TEST_OK(dev_host_func(d, s, slow_set, &f));
     TEST_OK(dev_event_record(d, e, s));
-    dev_close(d); /* drains s; the sanitizer build checks nothing leaks */
-    cr_assert_eq(atomic_load(&f.value), 1);
+    dev_close(d);
+    cr_assert_eq(atomic_load(&f.value), 1, "queued work ran before the device closed");
 }

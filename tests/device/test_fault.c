@@ -192,5 +192,27 @@ Test(fault, plans_need_a_fault_layer_and_sane_values)
     plan.op = (dev_op_t)(DEV_OP_COUNT + 1);
     TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, &plan));
     TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, NULL));
+    plan = (dev_fault_plan_t){.op = DEV_OP_COUNT, .first = 1, .count = 1};
+    TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, &plan)); /* never fires */
+    plan = (dev_fault_plan_t){.op = DEV_OP_map, .first = 1, .count = 1, .status = LMS_NOT_READY};
+    TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, &plan));
     dev_close(sc.dev);
+}
+
+Test(fault, closing_with_a_plan_still_set_releases_everything)
+{
+    scenario_t sc = {open_faulty()};
+    dev_device_t *dev = sc.dev;
+    size_t g = dev->info.granularity;
+    dev_addr_t va;
+    dev_block_t b;
+    dev_stream_t *s;
+    TEST_OK(dev_va_reserve(dev, g, &va));
+    TEST_OK(dev_block_create(dev, &b));
+    TEST_OK(dev_map(dev, va, b));
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    dev_fault_plan_t all = {.op = DEV_OP_COUNT, .probability = 1};
+    TEST_OK(dev_fault_set(dev, &all));
+    TEST_FAILS(INJECTED, dev_unmap(dev, va, g));
+    dev_close(dev); /* the sanitizer build sees a leak or a live worker if it failed */
 }

@@ -1,5 +1,7 @@
 /* tests/support/harness.c — see harness.h. */
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "harness.h"
@@ -56,4 +58,29 @@ void test_run_unmap(dev_device_t *dev, test_run_t *run)
     TEST_OK(dev_va_free(dev, run->base, run->size));
     free(run->blocks);
     run->blocks = NULL;
+}
+
+static uintptr_t fault_lo, fault_hi;
+
+static void on_segv(int sig, siginfo_t *info, void *context)
+{
+    (void)context;
+    uintptr_t a = (uintptr_t)info->si_addr;
+    if (a >= fault_lo && a < fault_hi) {
+        signal(sig, SIG_DFL); /* the faulting access runs again and kills the process */
+        return;
+    }
+    static const char msg[] = "test: SIGSEGV outside the expected range\n";
+    if (write(2, msg, sizeof msg - 1) < 0)
+        _exit(3);
+    _exit(3);
+}
+
+void test_expect_fault_in(const void *addr, size_t len)
+{
+    fault_lo = (uintptr_t)addr;
+    fault_hi = fault_lo + len;
+    struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO};
+    sigemptyset(&sa.sa_mask);
+    cr_assert_eq(sigaction(SIGSEGV, &sa, NULL), 0);
 }

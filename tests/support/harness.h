@@ -42,6 +42,11 @@ typedef struct test_run {
 test_run_t test_run_map(dev_device_t *dev, size_t n);
 void test_run_unmap(dev_device_t *dev, test_run_t *run);
 
+/* From now on, a SIGSEGV that touches [addr, addr+len) kills the process, as
+ * a test with `.signal = SIGSEGV` expects; one anywhere else makes it exit
+ * with status 3 instead, so the test fails. */
+void test_expect_fault_in(const void *addr, size_t len);
+
 /* Asserts status == LMS_OK, printing lms_last_error() if not. */
 #define TEST_OK(expr)                                                                       \
     do {                                                                                    \
