@@ -6,21 +6,36 @@
 #   make test-gpu  the same suites on the cuda backend (label gpu); each skips,
 #                  with the reason, when there is no CUDA device
 #   make clean     remove build/
+#
+# jemalloc's source (lms builds a private one, see DESIGN.md) is fetched once
+# into build/deps and shared by build/ and build/asan; to use a tarball you
+# already have: make test LMS_JEMALLOC_TARBALL=/path/to/jemalloc-5.3.0.tar.bz2
 JOBS ?= $(shell nproc)
 BUILD := build
 ASAN := build/asan
 CTEST := ctest --output-on-failure --timeout 900 -j$(JOBS)
+LMS_JEMALLOC_TARBALL ?=
+# The tarball's path, fetched on first use (cheap when it is already there).
+JEMALLOC = $$(sh tools/fetch-jemalloc.sh $(BUILD)/deps)
+ifneq ($(LMS_JEMALLOC_TARBALL),)
+JEMALLOC = $(abspath $(LMS_JEMALLOC_TARBALL))
+endif
 
-.PHONY: all deps build demo test test-sim test-asan test-gpu clean
+.PHONY: all deps jemalloc build demo test test-sim test-asan test-gpu clean
 
 all: build
 
 deps:
 	@sh tools/install-deps.sh
 
-build: deps
+# Fetched here, once, so that build/ and build/asan never fetch it each.
+jemalloc: deps
+	@j="$(JEMALLOC)" && test -f "$$j" || { echo "no jemalloc tarball: '$$j'" >&2; exit 1; }
+
+build: jemalloc
 	@mkdir -p $(BUILD)
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >$(BUILD)/configure.log 2>&1 || \
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DLMS_JEMALLOC_TARBALL="$(JEMALLOC)" >$(BUILD)/configure.log 2>&1 || \
 		{ cat $(BUILD)/configure.log; exit 1; }
 	@cmake --build $(BUILD) -j$(JOBS)
 
@@ -32,9 +47,10 @@ test: test-sim test-asan
 test-sim: build
 	$(CTEST) --test-dir $(BUILD) -LE gpu
 
-test-asan: deps
+test-asan: jemalloc
 	@mkdir -p $(ASAN)
 	@cmake -S . -B $(ASAN) -DCMAKE_BUILD_TYPE=Debug -DLMS_SANITIZE=address,undefined \
+		-DLMS_JEMALLOC_TARBALL="$(JEMALLOC)" \
 		>$(ASAN)/configure.log 2>&1 || { cat $(ASAN)/configure.log; exit 1; }
 	@cmake --build $(ASAN) -j$(JOBS)
 	$(CTEST) --test-dir $(ASAN) -LE gpu

@@ -38,10 +38,12 @@ const char *lms_last_error(void)
 
 lms_status_t base_fail(lms_status_t status, const char *fmt, ...)
 {
+    char message[sizeof last_error]; /* the arguments may include lms_last_error() */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
+    memcpy(last_error, message, sizeof last_error);
     base_log(BASE_LOG_DEBUG, "%s: %s", lms_status_str(status), last_error);
     return status;
 }

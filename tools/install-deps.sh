@@ -4,7 +4,7 @@
 # The CUDA toolkit is not a Debian package here: it is looked for at
 # /usr/local/cuda, and without it lms builds the sim backend only.
 set -eu
-PKGS="cmake make gcc pkg-config libnuma-dev libjemalloc-dev libcriterion-dev"
+PKGS="cmake make gcc pkg-config libnuma-dev libcriterion-dev"
 
 command -v dpkg-query >/dev/null 2>&1 || {
     echo "install-deps: not a Debian system; make sure these are installed: $PKGS" >&2
