@@ -1,6 +1,7 @@
 /*
  * base/ — what every layer of lms may use, and nothing else: status and error
- * messages, logging, the options table, the clock. base/ calls only libc.
+ * messages, logging, the options table, host metadata, the clock. base/
+ * calls only libc and lms's private jemalloc.
  *
  * Errors: a failing function records a message for its thread with
  * base_fail() and returns the status it is given, so a failure path reads
@@ -11,6 +12,10 @@
  * doc), from which the parsed struct, the parser and `lms-info --options` all
  * come. The environment is read once, on first use; a value that does not
  * parse is reported on stderr and the default is kept.
+ *
+ * Host metadata: lms's own tables are allocated with base_meta_*, from one
+ * arena of a private jemalloc linked into lms (base/meta.c), never with the
+ * program's malloc, which lms leaves alone.
  */
 #ifndef LMS_BASE_H
 #define LMS_BASE_H
@@ -59,7 +64,15 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(sim_memory, size, "4GiB", NULL, "memory of the simulated device")                      \
     X(sim_granularity, size, "2MiB", NULL, "block size of the simulated device")            \
     X(sim_h2d_gbps, double, "0", NULL, "simulated host-to-device bandwidth, GB/s; 0 = no limit") \
-    X(sim_d2h_gbps, double, "0", NULL, "simulated device-to-host bandwidth, GB/s; 0 = no limit")
+    X(sim_d2h_gbps, double, "0", NULL, "simulated device-to-host bandwidth, GB/s; 0 = no limit") \
+    X(device_limit, size, "0", NULL,                                                         \
+      "device memory lms may use; 0 = the device's free memory minus 512 MiB")             \
+    X(host_limit, size, "0", NULL,                                                           \
+      "pinned host memory to swap to; 0 = half the memory of the GPU's NUMA node")          \
+    X(va_reserve, size, "0", NULL, "address range reserved; 0 = 4 x (device + host limit)") \
+    X(large_threshold, size, "0", NULL,                                                      \
+      "allocations this large get whole chunks of their own; 0 = half a chunk")             \
+    X(preallocate, int, "0", NULL, "1: create every device block of the limit at init")
 
 #define BASE_OPTION_CTYPE_size uint64_t
 #define BASE_OPTION_CTYPE_double double
@@ -88,6 +101,27 @@ bool base_parse_size(const char *text, uint64_t *out);
 
 /* Formats bytes as "4.00 GiB" into buf; returns buf. */
 char *base_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* ---- host metadata ------------------------------------------------------ */
+
+/*
+ * Memory for lms's own host-side tables (chunk tables, slabs, lists), from
+ * one private jemalloc arena created on first use, never from the program's
+ * malloc. Thread-safe. Each returns NULL when no memory is left (callers turn
+ * that into LMS_ERR_OUT_OF_MEMORY). Memory is aligned as malloc's is; a
+ * request for 0 bytes returns a unique pointer to free later.
+ */
+void *base_meta_alloc(size_t size);
+
+/* n * size bytes, zeroed; NULL also when n * size overflows. */
+void *base_meta_calloc(size_t n, size_t size);
+
+/* Resizes p (NULL: as base_meta_alloc), keeping its first min(old, new)
+ * bytes. On failure returns NULL, and p is unchanged and still the caller's. */
+void *base_meta_realloc(void *p, size_t size);
+
+/* Frees p, which came from base_meta_*; NULL is a no-op. */
+void base_meta_free(void *p);
 
 /* ---- clock -------------------------------------------------------------- */
 

@@ -1,0 +1,523 @@
+/*
+ * alloc/alloc.c — placement: the chunk table, free runs, size classes and
+ * slabs. See alloc.h for the glossary and the contract.
+ *
+ * Owns (all in host metadata from base_meta_*):
+ *   chunks[]  one entry per chunk of the range: free, a large allocation's
+ *             head or tail, or a slab. Free runs carry their length at both
+ *             ends (boundary tags), so a released run finds its free
+ *             neighbours in O(1).
+ *   runs[]    every free run as the key (length << 32 | first chunk), sorted:
+ *             the first key >= (n << 32) is the best fit for n chunks. Sized
+ *             at create for the most runs the range can hold, so releasing
+ *             never allocates and never fails.
+ *   slabs[]   one per chunk cut into slots: two bitmaps (used: taken by a live
+ *             or freed allocation; live: a live allocation) and a place on its
+ *             class's list of slabs with free slots.
+ * Invariants: a chunk is in exactly one free run or used; runs[] holds every
+ * free run once; a slab is on its class's partial list iff it has a free slot;
+ * a slab with no used slot is its class's only slab (else its chunk is
+ * released).
+ *
+ * No lock: swap/ serializes every call.
+ */
+#include <string.h>
+
+#include "alloc/alloc.h"
+#include "base/base.h"
+
+#define ALIGN 256u
+#define NONE UINT32_MAX
+#define MAX_CLASSES ALLOC_MAX_CLASSES
+
+enum { CHUNK_FREE, CHUNK_LARGE, CHUNK_LARGE_TAIL, CHUNK_SLAB };
+
+typedef struct chunk {
+    uint8_t kind;
+    bool freed;    /* CHUNK_LARGE: freed, not yet released */
+    uint32_t link; /* FREE, at a run's ends: run length; LARGE: chunks in the run;
+                      LARGE_TAIL: head chunk; SLAB: slab index */
+    uint64_t size; /* LARGE: usable size */
+} chunk_t;
+
+typedef struct slab {
+    uint32_t chunk;
+    uint32_t cls;
+    uint32_t used, live; /* slots taken, slots live */
+    uint32_t prev, next; /* the class's partial list; NONE ends it */
+    uint32_t hint;       /* no free slot below word hint of used_bits */
+    uint64_t *used_bits, *live_bits;
+} slab_t;
+
+typedef struct size_class {
+    uint32_t slot_size;
+    uint32_t slots;   /* per slab */
+    uint32_t partial; /* first slab with a free slot, NONE if none */
+} size_class_t;
+
+struct alloc {
+    size_t chunk_size;
+    unsigned chunk_shift;
+    size_t nchunks;
+    size_t large_threshold;
+    chunk_t *chunks;
+    uint64_t *runs;
+    size_t nruns;
+    slab_t *slabs;
+    size_t nslabs, capslabs;
+    uint32_t free_slab; /* a free slab record (its `next` links the rest), NONE if none */
+    size_class_t classes[MAX_CLASSES];
+    int nclasses;
+    alloc_usage_t usage;
+};
+
+/* ---- free runs --------------------------------------------------------------- */
+
+static uint64_t run_key(size_t len, size_t first) { return (uint64_t)len << 32 | first; }
+
+/* Index of the first key >= key. */
+static size_t runs_lower_bound(const alloc_t *a, uint64_t key)
+{
+    size_t lo = 0, hi = a->nruns;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->runs[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void runs_insert(alloc_t *a, size_t first, size_t len)
+{
+    uint64_t key = run_key(len, first);
+    size_t i = runs_lower_bound(a, key);
+    memmove(&a->runs[i + 1], &a->runs[i], (a->nruns - i) * sizeof *a->runs);
+    a->runs[i] = key;
+    a->nruns++;
+    a->chunks[first] = (chunk_t){.kind = CHUNK_FREE, .link = (uint32_t)len};
+    a->chunks[first + len - 1] = (chunk_t){.kind = CHUNK_FREE, .link = (uint32_t)len};
+}
+
+static void runs_remove(alloc_t *a, size_t first, size_t len)
+{
+    size_t i = runs_lower_bound(a, run_key(len, first));
+    memmove(&a->runs[i], &a->runs[i + 1], (a->nruns - i - 1) * sizeof *a->runs);
+    a->nruns--;
+}
+
+/* Takes n chunks from the best-fitting free run; false if none is long enough. */
+static bool take_chunks(alloc_t *a, size_t n, size_t *first)
+{
+    size_t i = runs_lower_bound(a, run_key(n, 0));
+    if (i == a->nruns)
+        return false;
+    size_t len = a->runs[i] >> 32, start = a->runs[i] & 0xffffffffu;
+    runs_remove(a, start, len);
+    if (len > n)
+        runs_insert(a, start + n, len - n);
+    *first = start;
+    a->usage.used_chunks += n;
+    if (a->usage.used_chunks > a->usage.peak_used_chunks)
+        a->usage.peak_used_chunks = a->usage.used_chunks;
+    return true;
+}
+
+/* Returns [first, first + n) to the free runs, merged with free neighbours. */
+static void give_chunks(alloc_t *a, size_t first, size_t n)
+{
+    a->usage.used_chunks -= n;
+    size_t start = first, len = n;
+    if (first > 0 && a->chunks[first - 1].kind == CHUNK_FREE) {
+        size_t left = a->chunks[first - 1].link;
+        runs_remove(a, first - left, left);
+        start -= left;
+        len += left;
+    }
+    if (first + n < a->nchunks && a->chunks[first + n].kind == CHUNK_FREE) {
+        size_t right = a->chunks[first + n].link;
+        runs_remove(a, first + n, right);
+        len += right;
+    }
+    for (size_t c = first; c < first + n; c++)
+        a->chunks[c] = (chunk_t){.kind = CHUNK_FREE};
+    runs_insert(a, start, len);
+}
+
+/* ---- size classes -------------------------------------------------------------- */
+
+/* Class index by arithmetic: 256-byte steps up to 2 KiB, then 8 per doubling. */
+static int class_index(size_t size)
+{
+    if (size <= 2048)
+        return (int)((size + ALIGN - 1) / ALIGN) - 1;
+    unsigned k = 63u - (unsigned)__builtin_clzll(size - 1); /* 2^k < size <= 2^(k+1) */
+    size_t step = (size_t)1 << (k - 3);
+    size_t within = (size - ((size_t)1 << k) + step - 1) / step - 1;
+    return 8 + (int)(k - 11) * 8 + (int)within;
+}
+
+static void build_classes(alloc_t *a)
+{
+    a->nclasses = 0;
+    for (int i = 0; i < MAX_CLASSES; i++) {
+        size_t slot;
+        if (i < 8) {
+            slot = (size_t)(i + 1) * ALIGN;
+        } else {
+            unsigned k = 11 + (unsigned)(i - 8) / 8;
+            slot = ((size_t)1 << k) + (size_t)((i - 8) % 8 + 1) * ((size_t)1 << (k - 3));
+        }
+        if (slot > a->chunk_size || (i > 0 && a->classes[i - 1].slot_size >= a->large_threshold))
+            break;
+        a->classes[i] = (size_class_t){.slot_size = (uint32_t)slot,
+                                       .slots = (uint32_t)(a->chunk_size / slot),
+                                       .partial = NONE};
+        a->nclasses = i + 1;
+    }
+}
+
+int alloc_class_of(const alloc_t *a, size_t size)
+{
+    if (size >= a->large_threshold)
+        return -1;
+    int c = class_index(size);
+    return c < a->nclasses ? c : -1;
+}
+
+size_t alloc_usable_size(const alloc_t *a, size_t size)
+{
+    int c = alloc_class_of(a, size);
+    return c >= 0 ? a->classes[c].slot_size : (size + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+size_t alloc_chunk_size(const alloc_t *a) { return a->chunk_size; }
+
+/* ---- slabs -------------------------------------------------------------------- */
+
+static void partial_push(alloc_t *a, slab_t *s)
+{
+    size_class_t *k = &a->classes[s->cls];
+    uint32_t i = (uint32_t)(s - a->slabs);
+    s->prev = NONE;
+    s->next = k->partial;
+    if (k->partial != NONE)
+        a->slabs[k->partial].prev = i;
+    k->partial = i;
+}
+
+static void partial_remove(alloc_t *a, slab_t *s)
+{
+    if (s->prev != NONE)
+        a->slabs[s->prev].next = s->next;
+    else
+        a->classes[s->cls].partial = s->next;
+    if (s->next != NONE)
+        a->slabs[s->next].prev = s->prev;
+}
+
+/* A new slab of class cls on a fresh chunk. */
+static lms_status_t slab_new(alloc_t *a, int cls, slab_t **out, alloc_chunks_t *used)
+{
+    uint32_t words = (a->classes[cls].slots + 63) / 64;
+    uint64_t *bits = base_meta_calloc(2 * words, sizeof *bits);
+    if (bits == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_malloc: no host memory for a slab's bitmaps");
+    uint32_t i = a->free_slab;
+    if (i == NONE) {
+        if (a->nslabs == a->capslabs) {
+            size_t cap = a->capslabs ? 2 * a->capslabs : 64;
+            slab_t *p = base_meta_realloc(a->slabs, cap * sizeof *p);
+            if (p == NULL) {
+                base_meta_free(bits);
+                return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_malloc: no host memory for a slab");
+            }
+            a->slabs = p;
+            a->capslabs = cap;
+        }
+        i = (uint32_t)a->nslabs++;
+    } else {
+        a->free_slab = a->slabs[i].next;
+    }
+    size_t chunk;
+    if (!take_chunks(a, 1, &chunk)) {
+        a->slabs[i].next = a->free_slab;
+        a->free_slab = i;
+        base_meta_free(bits);
+        return base_fail(LMS_ERR_OUT_OF_MEMORY,
+                         "lms_malloc: the reserved address range has no free chunk (LMS_VA_RESERVE)");
+    }
+    slab_t *s = &a->slabs[i];
+    *s = (slab_t){.chunk = (uint32_t)chunk, .cls = (uint32_t)cls, .used_bits = bits,
+                  .live_bits = bits + words};
+    a->chunks[chunk] = (chunk_t){.kind = CHUNK_SLAB, .link = i};
+    partial_push(a, s);
+    *used = (alloc_chunks_t){chunk, 1};
+    *out = s;
+    return LMS_OK;
+}
+
+static void slab_delete(alloc_t *a, slab_t *s, alloc_chunks_t *freed)
+{
+    partial_remove(a, s);
+    base_meta_free(s->used_bits);
+    *freed = (alloc_chunks_t){s->chunk, 1};
+    give_chunks(a, s->chunk, 1);
+    s->used_bits = s->live_bits = NULL;
+    s->next = a->free_slab;
+    a->free_slab = (uint32_t)(s - a->slabs);
+}
+
+static bool bit(const uint64_t *bits, size_t i) { return bits[i / 64] >> (i % 64) & 1; }
+static void set_bit(uint64_t *bits, size_t i) { bits[i / 64] |= 1ull << (i % 64); }
+static void clear_bit(uint64_t *bits, size_t i) { bits[i / 64] &= ~(1ull << (i % 64)); }
+
+/* Takes the lowest free slot of a slab that has one. */
+static size_t slab_take(alloc_t *a, slab_t *s)
+{
+    uint32_t slots = a->classes[s->cls].slots;
+    uint32_t w = s->hint;
+    while (s->used_bits[w] == ~0ull)
+        w++;
+    size_t slot = (size_t)w * 64 + (size_t)__builtin_ctzll(~s->used_bits[w]);
+    s->hint = w;
+    set_bit(s->used_bits, slot);
+    set_bit(s->live_bits, slot);
+    s->live++;
+    if (++s->used == slots)
+        partial_remove(a, s);
+    return slot;
+}
+
+/* The slab and slot of an offset inside a slab chunk; false if the offset is
+ * not the start of a slot. */
+static bool slab_slot(const alloc_t *a, size_t offset, slab_t **s, size_t *slot)
+{
+    *s = &a->slabs[a->chunks[offset >> a->chunk_shift].link];
+    size_t slot_size = a->classes[(*s)->cls].slot_size;
+    size_t within = offset & (a->chunk_size - 1);
+    *slot = within / slot_size;
+    return *slot < a->classes[(*s)->cls].slots && within % slot_size == 0;
+}
+
+/* ---- the contract ------------------------------------------------------------- */
+
+lms_status_t alloc_place(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t *used)
+{
+    *used = (alloc_chunks_t){0, 0};
+    int cls = alloc_class_of(a, size);
+    if (cls >= 0) {
+        slab_t *s = NULL;
+        uint32_t p = a->classes[cls].partial;
+        if (p != NONE) {
+            s = &a->slabs[p];
+        } else {
+            lms_status_t st = slab_new(a, cls, &s, used);
+            if (st != LMS_OK)
+                return st;
+        }
+        size_t slot = slab_take(a, s);
+        *offset = ((size_t)s->chunk << a->chunk_shift) + slot * a->classes[cls].slot_size;
+        a->usage.live_bytes += a->classes[cls].slot_size;
+        a->usage.live_count++;
+        return LMS_OK;
+    }
+    if (size > a->nchunks * a->chunk_size)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY,
+                         "lms_malloc: %zu bytes is more than the whole reserved range (%zu bytes; "
+                         "LMS_VA_RESERVE)",
+                         size, a->nchunks * a->chunk_size);
+    size_t n = (size + a->chunk_size - 1) >> a->chunk_shift, first;
+    if (!take_chunks(a, n, &first))
+        return base_fail(LMS_ERR_OUT_OF_MEMORY,
+                         "lms_malloc: no run of %zu free chunks in the reserved range (largest: %zu; "
+                         "LMS_VA_RESERVE)",
+                         n, a->nruns ? (size_t)(a->runs[a->nruns - 1] >> 32) : 0);
+    size_t usable = alloc_usable_size(a, size);
+    a->chunks[first] = (chunk_t){.kind = CHUNK_LARGE, .link = (uint32_t)n, .size = usable};
+    for (size_t c = first + 1; c < first + n; c++)
+        a->chunks[c] = (chunk_t){.kind = CHUNK_LARGE_TAIL, .link = (uint32_t)first};
+    *offset = first << a->chunk_shift;
+    *used = (alloc_chunks_t){first, n};
+    a->usage.live_bytes += usable;
+    a->usage.live_count++;
+    return LMS_OK;
+}
+
+lms_status_t alloc_find(const alloc_t *a, size_t offset, size_t *base, size_t *size)
+{
+    size_t ci = offset >> a->chunk_shift;
+    const chunk_t *c = ci < a->nchunks ? &a->chunks[ci] : NULL;
+    if (c != NULL && c->kind == CHUNK_LARGE_TAIL) {
+        ci = c->link;
+        c = &a->chunks[ci];
+    }
+    if (c != NULL && c->kind == CHUNK_LARGE && !c->freed &&
+        offset - (ci << a->chunk_shift) < c->size) {
+        *base = ci << a->chunk_shift;
+        *size = c->size;
+        return LMS_OK;
+    }
+    if (c != NULL && c->kind == CHUNK_SLAB) {
+        slab_t *s = &a->slabs[c->link];
+        size_t slot_size = a->classes[s->cls].slot_size;
+        size_t slot = (offset & (a->chunk_size - 1)) / slot_size;
+        if (slot < a->classes[s->cls].slots && bit(s->live_bits, slot)) {
+            *base = (ci << a->chunk_shift) + slot * slot_size;
+            *size = slot_size;
+            return LMS_OK;
+        }
+    }
+    return base_fail(LMS_ERR_INVALID, "offset 0x%zx is in no live allocation", offset);
+}
+
+lms_status_t alloc_mark_freed(alloc_t *a, size_t base, size_t *size)
+{
+    size_t ci = base >> a->chunk_shift;
+    chunk_t *c = ci < a->nchunks ? &a->chunks[ci] : NULL;
+    if (c != NULL && c->kind == CHUNK_LARGE && !c->freed && base % a->chunk_size == 0) {
+        c->freed = true;
+        *size = c->size;
+    } else if (c != NULL && c->kind == CHUNK_SLAB) {
+        slab_t *s;
+        size_t slot;
+        if (!slab_slot(a, base, &s, &slot) || !bit(s->live_bits, slot))
+            goto invalid;
+        clear_bit(s->live_bits, slot);
+        s->live--;
+        *size = a->classes[s->cls].slot_size;
+    } else {
+        goto invalid;
+    }
+    a->usage.live_bytes -= *size;
+    a->usage.live_count--;
+    return LMS_OK;
+invalid:;
+    size_t b, n;
+    if (alloc_find(a, base, &b, &n) == LMS_OK)
+        return base_fail(LMS_ERR_INVALID,
+                         "offset 0x%zx is inside the allocation at 0x%zx, not its start", base, b);
+    return base_fail(LMS_ERR_INVALID,
+                     "offset 0x%zx is not a live allocation (freed already, or never allocated)",
+                     base);
+}
+
+void alloc_revive(alloc_t *a, size_t base)
+{
+    chunk_t *c = &a->chunks[base >> a->chunk_shift];
+    size_t size;
+    if (c->kind == CHUNK_LARGE) {
+        c->freed = false;
+        size = c->size;
+    } else {
+        slab_t *s;
+        size_t slot;
+        slab_slot(a, base, &s, &slot);
+        set_bit(s->live_bits, slot);
+        s->live++;
+        size = a->classes[s->cls].slot_size;
+    }
+    a->usage.live_bytes += size;
+    a->usage.live_count++;
+}
+
+/* alloc_release; keep_empty keeps a class's only slab when it empties. */
+static void release(alloc_t *a, size_t base, alloc_chunks_t *freed, bool keep_empty)
+{
+    size_t ci = base >> a->chunk_shift;
+    chunk_t *c = &a->chunks[ci];
+    *freed = (alloc_chunks_t){0, 0};
+    if (c->kind == CHUNK_LARGE) {
+        size_t n = c->link;
+        *freed = (alloc_chunks_t){ci, n};
+        give_chunks(a, ci, n);
+        return;
+    }
+    slab_t *s;
+    size_t slot;
+    slab_slot(a, base, &s, &slot);
+    clear_bit(s->used_bits, slot);
+    if (slot / 64 < s->hint)
+        s->hint = (uint32_t)(slot / 64);
+    if (s->used-- == a->classes[s->cls].slots)
+        partial_push(a, s);
+    /* An empty slab goes, unless it is its class's only one: a class used by
+     * a loop that allocates and frees one object would otherwise build and
+     * tear down a slab each time. alloc_trim_one takes the kept ones. */
+    bool only = a->classes[s->cls].partial == (uint32_t)(s - a->slabs) && s->next == NONE;
+    if (s->used == 0 && !(only && keep_empty))
+        slab_delete(a, s, freed);
+}
+
+bool alloc_trim_one(alloc_t *a, alloc_chunks_t *freed)
+{
+    for (int c = 0; c < a->nclasses; c++) {
+        uint32_t i = a->classes[c].partial;
+        if (i != NONE && a->slabs[i].used == 0) {
+            slab_delete(a, &a->slabs[i], freed);
+            return true;
+        }
+    }
+    return false;
+}
+
+void alloc_release(alloc_t *a, size_t base, alloc_chunks_t *freed)
+{
+    release(a, base, freed, true);
+}
+
+void alloc_unplace(alloc_t *a, size_t offset, alloc_chunks_t *freed)
+{
+    size_t size;
+    alloc_mark_freed(a, offset, &size);
+    release(a, offset, freed, false); /* an undo leaves no slab behind */
+}
+
+void alloc_usage(const alloc_t *a, alloc_usage_t *out)
+{
+    *out = a->usage;
+    out->free_runs = a->nruns;
+    out->largest_free_run = a->nruns ? (size_t)(a->runs[a->nruns - 1] >> 32) : 0;
+}
+
+lms_status_t alloc_create(const alloc_config_t *cfg, alloc_t **out)
+{
+    size_t cs = cfg->chunk_size;
+    if (cs < 4096 || (cs & (cs - 1)) != 0 || cfg->nchunks == 0 || cfg->nchunks >= NONE ||
+        (cfg->large_threshold != 0 && (cfg->large_threshold < 4096 || cfg->large_threshold > cs)))
+        return base_fail(LMS_ERR_INVALID,
+                         "alloc: chunk size %zu must be a power of two >= 4 KiB, the range 1..2^32 "
+                         "chunks (got %zu), the large threshold 4 KiB..a chunk (got %zu)",
+                         cs, cfg->nchunks, cfg->large_threshold);
+    alloc_t *a = base_meta_calloc(1, sizeof *a);
+    if (a == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "alloc: no host memory");
+    a->chunk_size = cs;
+    a->chunk_shift = (unsigned)__builtin_ctzll(cs);
+    a->nchunks = cfg->nchunks;
+    a->large_threshold = cfg->large_threshold ? cfg->large_threshold : cs / 2;
+    a->free_slab = NONE;
+    a->chunks = base_meta_calloc(a->nchunks, sizeof *a->chunks);
+    a->runs = base_meta_calloc(a->nchunks / 2 + 1, sizeof *a->runs); /* the most runs possible */
+    if (a->chunks == NULL || a->runs == NULL) {
+        alloc_destroy(a);
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "alloc: no host memory for %zu chunks", cfg->nchunks);
+    }
+    build_classes(a);
+    runs_insert(a, 0, a->nchunks);
+    *out = a;
+    return LMS_OK;
+}
+
+void alloc_destroy(alloc_t *a)
+{
+    if (a == NULL)
+        return;
+    for (size_t i = 0; i < a->nslabs; i++)
+        base_meta_free(a->slabs[i].used_bits);
+    base_meta_free(a->slabs);
+    base_meta_free(a->runs);
+    base_meta_free(a->chunks);
+    base_meta_free(a);
+}

@@ -1,0 +1,103 @@
+/*
+ * alloc/ — placement: where in the reserved VA range each allocation lives.
+ *
+ * alloc/ decides offsets and keeps the chunk table; it maps nothing (swap/
+ * backs the chunks alloc/ reports as newly used). It is pure bookkeeping: no
+ * device calls, no locks — the caller (swap/) serializes every call.
+ *
+ * Glossary
+ *   chunk   granularity bytes of the range, the unit of residency. Chunk i
+ *           covers offsets [i * chunk_size, (i + 1) * chunk_size).
+ *   large   an allocation of at least large_threshold bytes: a run of whole
+ *           chunks of its own, placed best fit (smallest free run that fits,
+ *           lowest offset among equals) and coalesced with its free
+ *           neighbours when released.
+ *   small   a smaller allocation: a slot of its size class in a slab, a chunk
+ *           cut into equal slots. Classes are 256-byte multiples up to 2 KiB,
+ *           then 8 per doubling, so that a request of 2 KiB or more wastes at
+ *           most 12.5% (below 2 KiB, cudaMalloc's 256-byte alignment rules).
+ *   freed   an allocation the caller has freed but whose space must not be
+ *           reused yet (stream order, see swap/): it is no allocation any more
+ *           (lookups and frees of it fail), and it is no free space either,
+ *           until alloc_release.
+ *
+ * Placement is deterministic: the same sequence of calls gives the same
+ * offsets, in any process, because every choice depends only on the table.
+ * Lookups (alloc_find) are O(1): index arithmetic plus the chunk table.
+ */
+#ifndef LMS_ALLOC_H
+#define LMS_ALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lms.h"
+
+typedef struct alloc alloc_t;
+
+/* Small size classes are numbered 0 .. ALLOC_MAX_CLASSES - 1. */
+#define ALLOC_MAX_CLASSES 96
+
+typedef struct alloc_config {
+    size_t chunk_size;      /* a power of two, at least 4 KiB */
+    size_t nchunks;         /* chunks in the range */
+    size_t large_threshold; /* 0: half a chunk; else at least 4 KiB, at most a chunk */
+} alloc_config_t;
+
+lms_status_t alloc_create(const alloc_config_t *cfg, alloc_t **out);
+void alloc_destroy(alloc_t *a);
+
+/* What a call changed in the chunk table: the chunks [first, first + n) went
+ * from free to used (alloc_place) or from used to free (alloc_release).
+ * n is 0 when no chunk changed (a slot in an existing slab). */
+typedef struct alloc_chunks {
+    size_t first, n;
+} alloc_chunks_t;
+
+/* Places an allocation of size > 0 bytes; *offset is 256-aligned.
+ * LMS_ERR_OUT_OF_MEMORY (with a message) when no free run is large enough. */
+lms_status_t alloc_place(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t *used);
+
+/* Undoes the alloc_place that returned offset (for a caller that could not
+ * back it): the space is free again at once. */
+void alloc_unplace(alloc_t *a, size_t offset, alloc_chunks_t *freed);
+
+/* The live allocation containing offset: its base offset and usable size. */
+lms_status_t alloc_find(const alloc_t *a, size_t offset, size_t *base, size_t *size);
+
+/* Turns the live allocation at exactly base into a freed one (see glossary).
+ * LMS_ERR_INVALID, changing nothing, if base is not the base of a live
+ * allocation (an interior pointer, a second free, or never allocated). */
+lms_status_t alloc_mark_freed(alloc_t *a, size_t base, size_t *size);
+
+/* Makes the freed allocation at base live again, for its own stream's reuse
+ * (same class or same chunk count: the caller matches them). */
+void alloc_revive(alloc_t *a, size_t base);
+
+/* Makes the freed allocation at base free space. A slab left empty is kept
+ * while it is its class's only one. */
+void alloc_release(alloc_t *a, size_t base, alloc_chunks_t *freed);
+
+/* Gives back the chunk of one kept empty slab; false if there is none. */
+bool alloc_trim_one(alloc_t *a, alloc_chunks_t *freed);
+
+/* The size class of a small request, and its slot size; -1 for a large one.
+ * Two requests with the same class (or the same chunk count, when large) can
+ * reuse each other's space. */
+int alloc_class_of(const alloc_t *a, size_t size);
+size_t alloc_usable_size(const alloc_t *a, size_t size);
+
+typedef struct alloc_usage {
+    size_t live_bytes;     /* usable bytes of live allocations */
+    size_t live_count;     /* live allocations */
+    size_t used_chunks;    /* chunks not free: holding live or freed allocations */
+    size_t peak_used_chunks;
+    size_t free_runs;      /* runs of free chunks: fragmentation */
+    size_t largest_free_run; /* in chunks */
+} alloc_usage_t;
+void alloc_usage(const alloc_t *a, alloc_usage_t *out);
+
+size_t alloc_chunk_size(const alloc_t *a);
+
+#endif /* LMS_ALLOC_H */

@@ -1,0 +1,51 @@
+/*
+ * swap/ — residency, and the implementation of include/lms.h: it places with
+ * alloc/, owns the pool of physical blocks and every map and unmap, and keeps
+ * frees stream-ordered. See Note [Stream-ordered free] in lms.c.
+ *
+ * Today every chunk that holds an allocation is backed by a device block
+ * (swapping to host memory is the next step); a chunk that becomes free keeps
+ * its block, mapped, until another allocation needs the block elsewhere, so
+ * reusing freed memory costs no map.
+ *
+ * This header is for tests, tools and benchmarks that need more than lms.h:
+ * an explicit configuration instead of the LMS_* environment, and the device
+ * objects behind lms's handles (to run test kernels on an lms stream).
+ */
+#ifndef LMS_SWAP_H
+#define LMS_SWAP_H
+
+#include "device/device.h"
+#include "lms.h"
+
+typedef struct swap_config {
+    dev_config_t device;
+    size_t device_limit;    /* bytes; 0: the device's free memory minus 512 MiB */
+    size_t host_limit;      /* bytes; 0: half the memory of the GPU's NUMA node */
+    size_t va_reserve;      /* bytes; 0: 4 x (device limit + host limit) */
+    size_t large_threshold; /* bytes; 0: half a chunk */
+    bool preallocate;       /* create every block of the device limit at init */
+} swap_config_t;
+
+/* Fills cfg from the LMS_* options. */
+void swap_config_from_options(swap_config_t *cfg);
+
+/* lms_init with an explicit configuration; LMS_ERR_INVALID if lms is
+ * initialized already. */
+lms_status_t swap_init(const swap_config_t *cfg);
+
+/* The device lms runs on, and the device stream behind an lms stream (NULL:
+ * the default stream); NULL when lms is not initialized or s is not a stream. */
+dev_device_t *swap_device(void);
+dev_stream_t *swap_stream(lms_stream_t s);
+
+/* The reserved range, and the limits in force. */
+typedef struct swap_layout {
+    dev_addr_t base;
+    size_t size;
+    size_t chunk_size;
+    size_t device_limit;
+} swap_layout_t;
+lms_status_t swap_layout(swap_layout_t *out);
+
+#endif /* LMS_SWAP_H */

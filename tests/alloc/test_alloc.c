@@ -1,0 +1,254 @@
+/*
+ * tests/alloc/test_alloc.c — placement on its own (alloc/ is pure
+ * bookkeeping): size classes, alignment, best fit, coalescing, lookups, bad
+ * frees, determinism.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "alloc/alloc.h"
+#include "harness.h"
+
+#define CHUNK (2 * BASE_MiB)
+
+static alloc_t *a;
+
+static void make(void)
+{
+    alloc_config_t cfg = {.chunk_size = CHUNK, .nchunks = 64};
+    TEST_OK(alloc_create(&cfg, &a));
+}
+
+static void destroy(void) { alloc_destroy(a); }
+
+TestSuite(alloc, .init = make, .fini = destroy);
+
+static size_t place(size_t size)
+{
+    size_t off;
+    alloc_chunks_t used;
+    TEST_OK(alloc_place(a, size, &off, &used));
+    return off;
+}
+
+static void free_now(size_t off)
+{
+    size_t size;
+    alloc_chunks_t freed;
+    TEST_OK(alloc_mark_freed(a, off, &size));
+    alloc_release(a, off, &freed);
+}
+
+Test(alloc, size_classes_waste_at_most_an_eighth_above_2_KiB)
+{
+    size_t prev = 0;
+    for (size_t size = 1; size < CHUNK / 2; size += 1 + size / 97) {
+        size_t usable = alloc_usable_size(a, size);
+        cr_assert(usable >= size && usable % 256 == 0, "size %zu -> %zu", size, usable);
+        if (size > 2048)
+            cr_assert((double)(usable - size) / (double)size <= 0.125, "size %zu -> %zu", size,
+                      usable);
+        int cls = alloc_class_of(a, size);
+        cr_assert(cls >= 0 && cls < ALLOC_MAX_CLASSES, "size %zu is small", size);
+        cr_assert(usable >= prev, "classes grow with size");
+        cr_assert_eq(alloc_usable_size(a, usable), usable, "a class's own size stays in it");
+        prev = usable;
+    }
+    cr_assert_eq(alloc_class_of(a, CHUNK / 2), -1, "half a chunk is large");
+    cr_assert_eq(alloc_class_of(a, 3 * CHUNK), -1);
+}
+
+Test(alloc, every_allocation_is_aligned_and_large_ones_own_whole_chunks)
+{
+    srand(7);
+    for (int i = 0; i < 2000; i++) {
+        size_t size = 1 + (size_t)rand() % (i % 10 == 0 ? 3 * CHUNK : 70000);
+        size_t off;
+        alloc_chunks_t used;
+        if (alloc_place(a, size, &off, &used) != LMS_OK)
+            break;
+        cr_assert_eq(off % 256, 0);
+        if (alloc_class_of(a, size) < 0) {
+            cr_assert_eq(off % CHUNK, 0);
+            cr_assert_eq(used.first * CHUNK, off);
+            cr_assert_eq(used.n, (size + CHUNK - 1) / CHUNK);
+        }
+    }
+}
+
+Test(alloc, large_runs_are_placed_best_fit_and_coalesce_when_freed)
+{
+    size_t x = place(3 * CHUNK), hole3 = place(3 * CHUNK), y = place(CHUNK),
+           hole5 = place(5 * CHUNK), z = place(CHUNK);
+    (void)x, (void)y, (void)z;
+    free_now(hole5);
+    free_now(hole3);
+    cr_assert_eq(place(3 * CHUNK), hole3, "the 3-chunk hole fits best");
+    cr_assert_eq(place(4 * CHUNK), hole5, "then the 5-chunk one");
+    free_now(hole5);
+    free_now(y);
+    free_now(z);
+    alloc_usage_t u;
+    alloc_usage(a, &u);
+    cr_assert_eq(u.free_runs, 1, "y, the 5-hole, z and the tail merged into one run");
+    cr_assert_eq(u.largest_free_run, 64 - 6);
+}
+
+Test(alloc, freeing_everything_leaves_one_free_run)
+{
+    size_t offs[300];
+    srand(3);
+    int n = 0;
+    for (; n < 300; n++) {
+        size_t off;
+        alloc_chunks_t used;
+        if (alloc_place(a, 1 + (size_t)rand() % (n % 7 ? 9000 : 2 * CHUNK), &off, &used))
+            break;
+        offs[n] = off;
+    }
+    for (int i = n - 1; i >= 0; i -= 2)
+        free_now(offs[i]);
+    for (int i = n - 2; i >= 0; i -= 2)
+        free_now(offs[i]);
+    alloc_chunks_t trimmed;
+    int kept = 0;
+    while (alloc_trim_one(a, &trimmed))
+        kept++;
+    cr_assert(kept > 0 && kept <= ALLOC_MAX_CLASSES, "at most one empty slab kept per class");
+    alloc_usage_t u;
+    alloc_usage(a, &u);
+    cr_assert_eq(u.live_count, 0);
+    cr_assert_eq(u.live_bytes, 0);
+    cr_assert_eq(u.used_chunks, 0, "empty slabs gave their chunks back");
+    cr_assert_eq(u.free_runs, 1);
+    cr_assert_eq(u.largest_free_run, 64);
+}
+
+Test(alloc, lookups_find_the_allocation_from_any_address_inside)
+{
+    size_t big = place(CHUNK + 1000), small = place(700), size, base;
+    TEST_OK(alloc_find(a, big + CHUNK + 999, &base, &size));
+    cr_assert_eq(base, big);
+    cr_assert_eq(size, alloc_usable_size(a, CHUNK + 1000));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_find(a, big + size, &base, &size));
+    TEST_OK(alloc_find(a, small + 5, &base, &size));
+    cr_assert_eq(base, small);
+    cr_assert_eq(size, 768);
+    TEST_FAILS(LMS_ERR_INVALID, alloc_find(a, small + 768, &base, &size)); /* the next slot */
+    TEST_FAILS(LMS_ERR_INVALID, alloc_find(a, 63 * CHUNK, &base, &size));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_find(a, 64 * CHUNK, &base, &size));
+}
+
+Test(alloc, bad_frees_are_rejected_and_change_nothing)
+{
+    size_t big = place(3 * CHUNK), small = place(100), size;
+    alloc_usage_t before, after;
+    alloc_usage(a, &before);
+    TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, big + CHUNK, &size));
+    cr_assert(strstr(lms_last_error(), "inside"));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, small + 256, &size));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, small + 1, &size));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, 40 * CHUNK, &size));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, 999 * CHUNK, &size));
+    alloc_usage(a, &after);
+    cr_assert(memcmp(&before, &after, sizeof before) == 0);
+    TEST_OK(alloc_mark_freed(a, small, &size));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, small, &size));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_find(a, small, &size, &size));
+    alloc_revive(a, small);
+    TEST_OK(alloc_find(a, small, &size, &size));
+}
+
+Test(alloc, freed_space_is_not_reused_until_released)
+{
+    size_t p = place(300), q = place(5 * CHUNK), size;
+    TEST_OK(alloc_mark_freed(a, p, &size));
+    TEST_OK(alloc_mark_freed(a, q, &size));
+    for (int i = 0; i < 200; i++) {
+        size_t r = place(i % 2 ? 300 : 5 * CHUNK);
+        cr_assert(r != p && r != q, "freed but unreleased space was handed out");
+        if (i % 2 == 0)
+            free_now(r); /* keep the range from filling up */
+    }
+    alloc_chunks_t freed;
+    alloc_release(a, q, &freed);
+    cr_assert_eq(freed.first * CHUNK, q);
+    cr_assert_eq(freed.n, 5);
+}
+
+Test(alloc, too_large_requests_fail_cleanly)
+{
+    size_t off;
+    alloc_chunks_t used;
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, alloc_place(a, 65 * CHUNK, &off, &used));
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, alloc_place(a, SIZE_MAX, &off, &used));
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, alloc_place(a, SIZE_MAX - CHUNK + 2, &off, &used));
+    place(64 * CHUNK);
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, alloc_place(a, 1, &off, &used));
+    alloc_config_t bad = {.chunk_size = 3000, .nchunks = 4};
+    alloc_t *b;
+    TEST_FAILS(LMS_ERR_INVALID, alloc_create(&bad, &b));
+}
+
+/* A fixed pseudo-random sequence of places and frees; writes every offset. */
+static void run_sequence(alloc_t *x, size_t *out, int n)
+{
+    uint64_t seed = 12345;
+    size_t live[64] = {0};
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int slot = (int)(seed >> 58);
+        size_t size = 1 + (seed >> 20) % ((seed >> 40) % 4 ? 20000 : 3 * CHUNK);
+        alloc_chunks_t c;
+        if (live[slot] != 0) {
+            size_t s;
+            alloc_mark_freed(x, live[slot] - 1, &s);
+            alloc_release(x, live[slot] - 1, &c);
+            live[slot] = 0;
+        }
+        size_t off = 0;
+        if (alloc_place(x, size, &off, &c) == LMS_OK)
+            live[slot] = off + 1;
+        out[i] = off;
+    }
+}
+
+Test(alloc, placement_is_deterministic_across_instances_and_processes)
+{
+    enum { N = 5000 };
+    static size_t first[N], second[N], child[N];
+    alloc_config_t cfg = {.chunk_size = CHUNK, .nchunks = 512};
+    alloc_t *x, *y;
+    TEST_OK(alloc_create(&cfg, &x));
+    run_sequence(x, first, N);
+    alloc_destroy(x);
+    for (int i = 0; i < 100; i++) /* disturb the host heap between runs */
+        free(malloc((size_t)i * 1000));
+    TEST_OK(alloc_create(&cfg, &y));
+    run_sequence(y, second, N);
+    alloc_destroy(y);
+    cr_assert(memcmp(first, second, sizeof first) == 0);
+
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alloc_t *z;
+        if (alloc_create(&cfg, &z) != LMS_OK)
+            _exit(1);
+        run_sequence(z, child, N);
+        ssize_t w = write(fds[1], child, sizeof child);
+        _exit(w == (ssize_t)sizeof child ? 0 : 1);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    for (ssize_t r; got < sizeof child && (r = read(fds[0], (char *)child + got, sizeof child - got)) > 0;)
+        got += (size_t)r;
+    int status;
+    waitpid(pid, &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cr_assert_eq(got, sizeof child);
+    cr_assert(memcmp(first, child, sizeof first) == 0, "another process placed the same");
+}

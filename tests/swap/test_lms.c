@@ -1,0 +1,373 @@
+/*
+ * tests/swap/test_lms.c — include/lms.h as a program sees it: the device
+ * limit, bad input, stream-ordered reuse, threads, determinism. Every test
+ * initializes lms with a small explicit configuration (swap_init) and runs on
+ * the backend of the run (sim, or cuda for the gpu label).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "swap/swap.h"
+
+#define LIMIT_CHUNKS 16
+
+static size_t chunk;
+
+static void init_lms(void)
+{
+    swap_config_t cfg;
+    swap_config_from_options(&cfg);
+    cfg.device = test_config();
+    cfg.host_limit = 64 * BASE_MiB;
+    cfg.va_reserve = 512 * BASE_MiB;
+    dev_device_t *probe = test_open(&cfg.device); /* skips when there is no device */
+    chunk = probe->info.granularity;
+    dev_close(probe);
+    cfg.device_limit = LIMIT_CHUNKS * chunk;
+    TEST_OK(swap_init(&cfg));
+}
+
+static void shutdown_lms(void) { lms_shutdown(); }
+
+TestSuite(lms, .init = init_lms, .fini = shutdown_lms);
+
+static void *must_malloc(size_t size, lms_stream_t s)
+{
+    void *p;
+    TEST_OK(lms_malloc(&p, size, s));
+    cr_assert_not_null(p);
+    return p;
+}
+
+static dev_addr_t addr(const void *p) { return (dev_addr_t)(uintptr_t)p; }
+
+/* Fills [p, p+n) on the default stream and checks it reads back. */
+static void check_usable(void *p, size_t n, uint64_t seed)
+{
+    dev_device_t *dev = swap_device();
+    dev_stream_t *s = swap_stream(NULL);
+    uint64_t sum = 0;
+    unsigned char *want = malloc(n);
+    dev_fill_ref(want, n, seed);
+    TEST_OK(dev_fill(dev, s, addr(p), n, seed));
+    TEST_OK(dev_checksum(dev, s, addr(p), n, &sum));
+    TEST_OK(dev_stream_synchronize(dev, s));
+    cr_assert_eq(sum, dev_checksum_ref(want, n), "memory at %p (%zu bytes) holds what was written",
+                 p, n);
+    free(want);
+}
+
+Test(lms, memory_is_usable_aligned_and_freed)
+{
+    size_t sizes[] = {1, 255, 256, 4097, 100000, chunk / 2, chunk, 3 * chunk + 5};
+    void *p[8];
+    for (int i = 0; i < 8; i++) {
+        p[i] = must_malloc(sizes[i], NULL);
+        cr_assert_eq((uintptr_t)p[i] % 256, 0);
+        check_usable(p[i], sizes[i], (uint64_t)i);
+    }
+    for (int i = 0; i < 8; i++) {
+        void *base;
+        size_t size;
+        TEST_OK(lms_allocation_of((char *)p[i] + sizes[i] - 1, &base, &size));
+        cr_assert_eq(base, p[i]);
+        cr_assert(size >= sizes[i]);
+        TEST_OK(lms_free(p[i], NULL));
+        TEST_FAILS(LMS_ERR_INVALID, lms_allocation_of(p[i], &base, &size));
+    }
+}
+
+Test(lms, size_zero_and_null_behave_like_cuda)
+{
+    void *p = (void *)1;
+    TEST_OK(lms_malloc(&p, 0, NULL));
+    cr_assert_null(p, "cudaMalloc(&p, 0) succeeds with p = NULL");
+    TEST_OK(lms_free(NULL, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_malloc(NULL, 8, NULL));
+}
+
+Test(lms, the_device_limit_is_respected_exactly)
+{
+    size_t free_b, total;
+    TEST_OK(lms_memory_info(&free_b, &total));
+    cr_assert_eq(total, LIMIT_CHUNKS * chunk);
+    cr_assert_eq(free_b, total);
+    void *p[LIMIT_CHUNKS];
+    for (int i = 0; i < LIMIT_CHUNKS; i++) {
+        p[i] = must_malloc(chunk, NULL);
+        check_usable(p[i], chunk, 100 + (uint64_t)i);
+    }
+    TEST_OK(lms_memory_info(&free_b, &total));
+    cr_assert_eq(free_b, 0);
+    void *q = (void *)1;
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, 1, NULL));
+    cr_assert_null(q);
+    const char *msg = lms_last_error();
+    cr_assert(strstr(msg, "LMS_DEVICE_LIMIT") && strstr(msg, "allocated") && strstr(msg, "free") &&
+                  strstr(msg, "limit"),
+              "the message names what to raise: %s", msg);
+    dev_live_t live;
+    dev_live(swap_device(), &live);
+    cr_assert_eq(live.blocks, LIMIT_CHUNKS, "no block beyond the limit was ever created");
+    /* what was stored survived the failed allocation */
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        check_usable(p[i], chunk, 100 + (uint64_t)i);
+    /* freeing one chunk makes room for exactly one more */
+    TEST_OK(lms_free(p[3], NULL));
+    TEST_OK(lms_stream_synchronize(NULL));
+    p[3] = must_malloc(chunk / 2 + 1, NULL);
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, chunk, NULL));
+}
+
+Test(lms, small_allocations_share_chunks_within_the_limit)
+{
+    enum { N = 40000 };
+    static void *p[N];
+    int n = 0;
+    lms_status_t st = LMS_OK;
+    for (; n < N && (st = lms_malloc(&p[n], 1000, NULL)) == LMS_OK; n++) {
+    }
+    cr_assert_eq(st, LMS_ERR_OUT_OF_MEMORY);
+    size_t per_chunk = chunk / 1024;
+    cr_assert_eq((size_t)n, LIMIT_CHUNKS * per_chunk, "every slot of the limit is used, no more");
+    for (int i = 0; i < n; i++)
+        TEST_OK(lms_free(p[i], NULL));
+}
+
+Test(lms, bad_frees_are_rejected_and_lose_nothing)
+{
+    void *p = must_malloc(5000, NULL), *big = must_malloc(2 * chunk, NULL);
+    check_usable(big, 2 * chunk, 9);
+    char host[64];
+    size_t free0, free1, total;
+    TEST_OK(lms_memory_info(&free0, &total));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free(host, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free((char *)p + 256, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free((char *)big + chunk, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free((void *)(uintptr_t)8, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free(p, (lms_stream_t)(uintptr_t)0x777));
+    TEST_OK(lms_free(p, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free(p, NULL));
+    TEST_OK(lms_memory_info(&free1, &total));
+    cr_assert_eq(free1, free0, "a freed slot keeps its chunk until the slab is empty");
+    check_usable(big, 2 * chunk, 9);
+}
+
+Test(lms, absurd_sizes_fail_without_wrapping)
+{
+    size_t sizes[] = {SIZE_MAX, SIZE_MAX - 255, SIZE_MAX / 2, (size_t)1 << 62, 1024 * BASE_GiB};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        void *p = (void *)1;
+        lms_status_t st = lms_malloc(&p, sizes[i], NULL);
+        cr_assert(st == LMS_ERR_OUT_OF_MEMORY || st == LMS_ERR_INVALID, "size %zu -> %s",
+                  sizes[i], lms_status_str(st));
+        cr_assert_null(p);
+    }
+    void *ok = must_malloc(100, NULL);
+    TEST_OK(lms_free(ok, NULL));
+}
+
+/* ---- stream order ---- */
+
+static atomic_int gate;
+
+static void wait_gate(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&gate))
+        usleep(1000);
+}
+
+Test(lms, freed_memory_is_reused_at_once_on_its_stream_and_not_on_another)
+{
+    lms_stream_t a, b;
+    TEST_OK(lms_stream_create(&a));
+    TEST_OK(lms_stream_create(&b));
+    dev_device_t *dev = swap_device();
+    void *p = must_malloc(3 * chunk, a), *s = must_malloc(4096, a);
+    /* a kernel on a that cannot finish until the gate opens, using p and s */
+    atomic_store(&gate, 0);
+    TEST_OK(dev_host_func(dev, swap_stream(a), wait_gate, NULL));
+    TEST_OK(dev_fill(dev, swap_stream(a), addr(p), 3 * chunk, 1));
+    TEST_OK(dev_fill(dev, swap_stream(a), addr(s), 4096, 2));
+    TEST_OK(lms_free(p, a));
+    TEST_OK(lms_free(s, a));
+    /* b must not get that memory while a's work is queued: b takes all that
+     * is free (running out would make it wait for a's work, see Note
+     * [Stream-ordered free]) and none of it is p or s */
+    void *t = must_malloc(4096, b);
+    cr_assert_neq(t, s);
+    size_t free_b, total;
+    TEST_OK(lms_memory_info(&free_b, &total));
+    cr_assert_eq(free_b, total - 4 * chunk, "p and the slab of s and t are not free");
+    for (size_t n = 0; n < free_b / chunk; n++) {
+        void *q = must_malloc(chunk, b);
+        cr_assert(addr(q) + chunk <= addr(p) || addr(q) >= addr(p) + 3 * chunk,
+                  "b got memory freed on a while a's kernel still runs");
+    }
+    /* a itself reuses both at once */
+    cr_assert_eq(must_malloc(3 * chunk, a), p);
+    cr_assert_eq(must_malloc(4096, a), s);
+    atomic_store(&gate, 1);
+    TEST_OK(lms_stream_synchronize(a));
+}
+
+Test(lms, memory_freed_on_one_stream_reaches_another_once_its_work_is_done)
+{
+    lms_stream_t a, b;
+    TEST_OK(lms_stream_create(&a));
+    TEST_OK(lms_stream_create(&b));
+    void *all[LIMIT_CHUNKS];
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        all[i] = must_malloc(chunk, a);
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_free(all[i], a));
+    /* b needs the whole limit: lms fences a and waits for that event only */
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        all[i] = must_malloc(chunk, b);
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_free(all[i], b));
+    TEST_OK(lms_stream_destroy(b));
+    TEST_OK(lms_stream_destroy(a));
+    TEST_FAILS(LMS_ERR_INVALID, lms_stream_destroy(a));
+    TEST_FAILS(LMS_ERR_INVALID, lms_stream_destroy(NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_malloc(&all[0], 8, a));
+}
+
+/* ---- threads ---- */
+
+#define THREADS 8
+#define OPS 100000
+#define CELL 256
+
+static _Atomic uint32_t *shadow; /* per 256 bytes of the range: the owner, 0 = none */
+static dev_addr_t range_base;
+static size_t range_cells;
+
+typedef struct worker {
+    int id;
+    lms_stream_t stream;
+    long ooms;
+} worker_t;
+
+static void claim(uint32_t id, void *p, size_t size)
+{
+    size_t first = (size_t)(addr(p) - range_base) / CELL, n = (size + CELL - 1) / CELL;
+    cr_assert(first + n <= range_cells);
+    for (size_t c = first; c < first + n; c++) {
+        uint32_t expected = 0;
+        cr_assert(atomic_compare_exchange_strong(&shadow[c], &expected, id),
+                  "%p (+%zu) overlaps a live allocation of thread %u", p, size, expected);
+    }
+}
+
+static void unclaim(void *p, size_t size)
+{
+    size_t first = (size_t)(addr(p) - range_base) / CELL, n = (size + CELL - 1) / CELL;
+    for (size_t c = first; c < first + n; c++)
+        atomic_store(&shadow[c], 0);
+}
+
+static void *stress(void *arg)
+{
+    worker_t *w = arg;
+    void *live[32] = {0};
+    size_t sizes[32] = {0};
+    uint64_t seed = (uint64_t)w->id * 0x9e3779b97f4a7c15ull + 1;
+    for (int i = 0; i < OPS; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int k = (int)(seed >> 59);
+        if (live[k] != NULL) {
+            unclaim(live[k], sizes[k]);
+            TEST_OK(lms_free(live[k], w->stream));
+            live[k] = NULL;
+            continue;
+        }
+        size_t size = (seed >> 32) % 100 < 3 ? 1 + (seed >> 8) % (3 * chunk) : 1 + (seed >> 8) % 30000;
+        lms_status_t st = lms_malloc(&live[k], size, w->stream);
+        if (st == LMS_ERR_OUT_OF_MEMORY) {
+            w->ooms++;
+            continue;
+        }
+        TEST_OK(st);
+        sizes[k] = size;
+        claim((uint32_t)w->id, live[k], size);
+    }
+    for (int k = 0; k < 32; k++)
+        if (live[k] != NULL) {
+            unclaim(live[k], sizes[k]);
+            TEST_OK(lms_free(live[k], w->stream));
+        }
+    return NULL;
+}
+
+Test(lms, eight_threads_never_get_overlapping_memory, .timeout = 600)
+{
+    swap_layout_t l;
+    TEST_OK(swap_layout(&l));
+    range_base = l.base;
+    range_cells = l.size / CELL;
+    shadow = calloc(range_cells, sizeof *shadow);
+    pthread_t t[THREADS];
+    worker_t w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker_t){.id = i + 1};
+        if (i % 2)
+            TEST_OK(lms_stream_create(&w[i].stream)); /* half on the default stream */
+        pthread_create(&t[i], NULL, stress, &w[i]);
+    }
+    long ooms = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        ooms += w[i].ooms;
+    }
+    cr_log_info("%d threads x %d ops: %ld allocations found the limit full", THREADS, OPS, ooms);
+    /* everything was freed: the whole limit is one allocation again */
+    void *all = must_malloc(LIMIT_CHUNKS * chunk, NULL);
+    TEST_OK(lms_free(all, NULL));
+    free(shadow);
+}
+
+/* ---- determinism ---- */
+
+static void sequence(size_t *out, int n)
+{
+    swap_layout_t l;
+    TEST_OK(swap_layout(&l));
+    uint64_t seed = 99;
+    void *live[16] = {0};
+    for (int i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int k = (int)(seed >> 60);
+        if (live[k] != NULL)
+            TEST_OK(lms_free(live[k], NULL));
+        size_t size = 1 + (seed >> 8) % ((seed >> 40) % 8 ? 50000 : 2 * chunk);
+        live[k] = NULL;
+        lms_status_t st = lms_malloc(&live[k], size, NULL);
+        cr_assert(st == LMS_OK || st == LMS_ERR_OUT_OF_MEMORY);
+        out[i] = live[k] != NULL ? (size_t)(addr(live[k]) - l.base) : SIZE_MAX;
+    }
+}
+
+Test(lms, the_same_sequence_gets_the_same_offsets_after_a_restart)
+{
+    enum { N = 3000 };
+    static size_t first[N], second[N];
+    sequence(first, N);
+    swap_config_t cfg;
+    swap_config_from_options(&cfg);
+    cfg.device = test_config();
+    cfg.host_limit = 64 * BASE_MiB;
+    cfg.va_reserve = 512 * BASE_MiB;
+    cfg.device_limit = LIMIT_CHUNKS * chunk;
+    TEST_OK(lms_shutdown());
+    for (int i = 1; i < 50; i++) /* another host heap layout */
+        free(malloc((size_t)i * 4099));
+    TEST_OK(swap_init(&cfg));
+    sequence(second, N);
+    cr_assert(memcmp(first, second, sizeof first) == 0);
+}
