@@ -53,6 +53,7 @@ typedef struct size_class {
     uint32_t slot_size;
     uint32_t slots;   /* per slab */
     uint32_t partial; /* first slab with a free slot, NONE if none */
+    uint32_t nslabs;  /* slabs of this class */
 } size_class_t;
 
 struct alloc {
@@ -252,6 +253,7 @@ static lms_status_t slab_new(alloc_t *a, int cls, slab_t **out, alloc_chunks_t *
     *s = (slab_t){.chunk = (uint32_t)chunk, .cls = (uint32_t)cls, .used_bits = bits,
                   .live_bits = bits + words};
     a->chunks[chunk] = (chunk_t){.kind = CHUNK_SLAB, .link = i};
+    a->classes[cls].nslabs++;
     partial_push(a, s);
     *used = (alloc_chunks_t){chunk, 1};
     *out = s;
@@ -261,6 +263,7 @@ static lms_status_t slab_new(alloc_t *a, int cls, slab_t **out, alloc_chunks_t *
 static void slab_delete(alloc_t *a, slab_t *s, alloc_chunks_t *freed)
 {
     partial_remove(a, s);
+    a->classes[s->cls].nslabs--;
     base_meta_free(s->used_bits);
     *freed = (alloc_chunks_t){s->chunk, 1};
     give_chunks(a, s->chunk, 1);
@@ -403,13 +406,13 @@ invalid:;
                      base);
 }
 
-void alloc_revive(alloc_t *a, size_t base)
+void alloc_revive(alloc_t *a, size_t base, size_t request)
 {
     chunk_t *c = &a->chunks[base >> a->chunk_shift];
     size_t size;
     if (c->kind == CHUNK_LARGE) {
         c->freed = false;
-        size = c->size;
+        size = c->size = alloc_usable_size(a, request);
     } else {
         slab_t *s;
         size_t slot;
@@ -444,8 +447,9 @@ static void release(alloc_t *a, size_t base, alloc_chunks_t *freed, bool keep_em
         partial_push(a, s);
     /* An empty slab goes, unless it is its class's only one: a class used by
      * a loop that allocates and frees one object would otherwise build and
-     * tear down a slab each time. alloc_trim_one takes the kept ones. */
-    bool only = a->classes[s->cls].partial == (uint32_t)(s - a->slabs) && s->next == NONE;
+     * tear down a slab each time. A kept one is its class's only slab, so it
+     * heads the partial list, where alloc_trim_one finds it. */
+    bool only = a->classes[s->cls].nslabs == 1;
     if (s->used == 0 && !(only && keep_empty))
         slab_delete(a, s, freed);
 }

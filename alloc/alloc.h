@@ -71,9 +71,10 @@ lms_status_t alloc_find(const alloc_t *a, size_t offset, size_t *base, size_t *s
  * allocation (an interior pointer, a second free, or never allocated). */
 lms_status_t alloc_mark_freed(alloc_t *a, size_t base, size_t *size);
 
-/* Makes the freed allocation at base live again, for its own stream's reuse
- * (same class or same chunk count: the caller matches them). */
-void alloc_revive(alloc_t *a, size_t base);
+/* Makes the freed allocation at base live again as an allocation of request
+ * bytes, for its own stream's reuse: request must have the same class, or
+ * when large the same chunk count (the caller matches them). */
+void alloc_revive(alloc_t *a, size_t base, size_t request);
 
 /* Makes the freed allocation at base free space. A slab left empty is kept
  * while it is its class's only one. */

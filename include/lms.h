@@ -61,9 +61,11 @@ LMS_API lms_status_t lms_shutdown(void);
  * and nothing else changed. */
 LMS_API lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream);
 
-/* Frees ptr, stream-ordered: the memory is reused by allocations on `stream`
- * at once, and on other streams only once the work queued on `stream` before
- * this call has finished (lms never synchronizes the whole device for it).
+/* Frees ptr, stream-ordered: an allocation on `stream` of the same size class
+ * (or, when large, the same number of chunks) reuses the memory at once;
+ * other allocations only once the work queued on `stream` before this call
+ * has finished. lms never synchronizes the whole device for it, but an
+ * allocation that finds no room otherwise may wait for that work.
  * NULL is a no-op. A pointer lms did not hand out, an interior pointer or a
  * second free is LMS_ERR_INVALID and changes nothing. */
 LMS_API lms_status_t lms_free(void *ptr, lms_stream_t stream);

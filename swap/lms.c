@@ -103,6 +103,12 @@ typedef struct state {
     size_t live_streams;  /* streams that exist, the default one included */
     dev_event_t **events; /* unused events for fences */
     size_t nevents, capevents;
+    size_t waiters;           /* threads waiting, lock dropped, on fence events */
+    dev_event_t **retired;    /* collected while waiters > 0: not reused until 0 */
+    size_t nretired, capretired;
+    uint64_t released_at_once; /* frees released at once (one-stream rule), ever */
+    uint64_t released_synced;  /* of those, how many the default stream has finished */
+    dev_event_t *sync_event;   /* recorded on the default stream for that; never pooled */
     size_t flush_bytes;   /* unfenced bytes of a stream that trigger a fence */
     bool warned_bad_free;
 } state_t;
@@ -174,7 +180,8 @@ static void cached_remove(size_t c)
 }
 
 /* A block for a chunk: from the pool, newly created within the budget, or
- * taken from the oldest-placed cached chunk (which is unmapped for it). */
+ * taken from a cached chunk (which is unmapped for it). back_chunks has made
+ * sure no queued work can still touch a cached chunk's memory. */
 static lms_status_t take_block(dev_block_t *out)
 {
     if (S->npool > 0) {
@@ -218,8 +225,14 @@ static lms_status_t back_chunks(size_t first, size_t n)
         need += S->block[c] == 0;
         cached_inside += S->block[c] != 0;
     }
-    if (need > S->npool + (S->budget - S->created) + (S->ncached - cached_inside))
+    size_t spare = S->npool + (S->budget - S->created);
+    if (need > spare + (S->ncached - cached_inside))
         return LMS_ERR_OUT_OF_MEMORY; /* the caller writes the message */
+    /* Taking a cached chunk's block unmaps it at once, and unmap does not wait
+     * for queued work: memory released at once under the one-stream rule may
+     * still be in use by the default stream (see Note [Stream-ordered free]). */
+    if (need > spare && S->released_synced < S->released_at_once)
+        return LMS_NOT_READY; /* the caller syncs the default stream and retries */
     if (need == 0) {
         for (size_t c = first; c < first + n; c++)
             cached_remove(c);
@@ -263,7 +276,8 @@ static lms_status_t back_chunks(size_t first, size_t n)
     return st;
 }
 
-/* alloc/ freed chunks [first, first + n): they stay backed, as cached. */
+/* alloc/ freed chunks [first, first + n): they stay backed, as cached.
+ * Invariant: a cached chunk is mapped and free in alloc/. */
 static void chunks_freed(alloc_chunks_t freed)
 {
     for (size_t c = freed.first; c < freed.first + freed.n; c++)
@@ -278,7 +292,7 @@ static stream_t *find_stream(lms_stream_t handle)
     if (h == 0)
         return S->streams[0];
     size_t i = (h & 0xffff) - 1;
-    if (i >= S->nstreams || S->streams[i] == NULL || i == 0 || S->generation[i] != h >> 32)
+    if ((h >> 16 & 0xffff) != 0 || i >= S->nstreams || S->streams[i] == NULL || i == 0 || S->generation[i] != h >> 32)
         return NULL;
     return S->streams[i];
 }
@@ -313,6 +327,50 @@ static lms_status_t fence(stream_t *s)
     return LMS_OK;
 }
 
+/* Puts a collected fence's event back for reuse. While a thread waits on
+ * fence events with the lock dropped, none may be re-recorded (it would wait
+ * for unrelated work) or destroyed: they wait on the retired list, or, if even
+ * that cannot grow, stay unused until shutdown closes the device. */
+static void recycle_event(dev_event_t *e)
+{
+    if (S->waiters > 0) {
+        if (grow((void **)&S->retired, &S->capretired, S->nretired + 1, sizeof *S->retired))
+            S->retired[S->nretired++] = e;
+    } else if (grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events)) {
+        S->events[S->nevents++] = e;
+    } else {
+        dev_event_destroy(S->dev, e);
+    }
+}
+
+/* Waits for e with the lock dropped (the caller holds it, and must look up
+ * whatever it held pointers to again afterwards). */
+static void wait_unlocked(dev_event_t *e)
+{
+    dev_device_t *dev = S->dev;
+    S->waiters++;
+    pthread_mutex_unlock(&lock);
+    (void)dev_event_synchronize(dev, e); /* an error shows again in the next query */
+    pthread_mutex_lock(&lock);
+    if (--S->waiters == 0)
+        while (S->nretired > 0)
+            recycle_event(S->retired[--S->nretired]);
+}
+
+/* Waits until the default stream has finished what was queued when the
+ * frees released at once so far were made (see back_chunks). */
+static lms_status_t sync_released(void)
+{
+    uint64_t upto = S->released_at_once;
+    lms_status_t st = dev_event_record(S->dev, S->sync_event, S->streams[0]->dev);
+    if (st != LMS_OK)
+        return st;
+    wait_unlocked(S->sync_event);
+    if (S->released_synced < upto)
+        S->released_synced = upto;
+    return LMS_OK;
+}
+
 static void release_entry(pending_t *p)
 {
     alloc_chunks_t freed;
@@ -341,10 +399,7 @@ static lms_status_t collect(stream_t *s, bool wait)
             }
         }
         memmove(&s->fences[0], &s->fences[1], --s->nfences * sizeof *s->fences);
-        if (grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events))
-            S->events[S->nevents++] = f.event;
-        else
-            dev_event_destroy(S->dev, f.event);
+        recycle_event(f.event);
     }
     return LMS_OK;
 }
@@ -365,10 +420,8 @@ static lms_status_t collect_all(bool fence_first, bool wait)
 }
 
 /* Waits, with the lock dropped, for the newest fence of every stream (a
- * stream's fences complete in order). Another thread may meanwhile collect a
- * fence and reuse its event for a later one: the wait then lasts longer, but
- * never forever, and never waits on a destroyed event (pool events live until
- * shutdown). Errors are left for the collect that follows to report. */
+ * stream's fences complete in order). The events stay out of reuse meanwhile
+ * (recycle_event). Errors are left for the collect that follows. */
 static void wait_for_fences(void)
 {
     dev_event_t *newest[64];
@@ -376,11 +429,8 @@ static void wait_for_fences(void)
     for (size_t i = 0; i < S->nstreams && n < 64; i++)
         if (S->streams[i] != NULL && S->streams[i]->nfences > 0)
             newest[n++] = S->streams[i]->fences[S->streams[i]->nfences - 1].event;
-    dev_device_t *dev = S->dev;
-    pthread_mutex_unlock(&lock);
     for (size_t i = 0; i < n; i++)
-        (void)dev_event_synchronize(dev, newest[i]);
-    pthread_mutex_lock(&lock);
+        wait_unlocked(newest[i]);
 }
 
 /* A pending entry of s that an allocation of size may take over; the
@@ -444,6 +494,7 @@ static void destroy_state(void)
         base_meta_free(s);
     }
     base_meta_free(S->events);
+    base_meta_free(S->retired);
     base_meta_free(S->pool);
     base_meta_free(S->cached_pos);
     base_meta_free(S->cached);
@@ -524,6 +575,8 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     if ((st = new_stream(&S->streams[0])) != LMS_OK)
         goto fail;
     S->nstreams = S->live_streams = 1;
+    if ((st = dev_event_create(S->dev, &S->sync_event)) != LMS_OK)
+        goto fail;
     for (; cfg->preallocate && S->created < S->budget; S->created++)
         if ((st = dev_block_create(S->dev, &S->pool[S->npool++])) != LMS_OK) {
             S->npool--;
@@ -623,23 +676,30 @@ lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
     if (d != NULL) { /* the fast path: this stream's own freed space */
         offset = dq_at(d, index)->offset;
         dq_remove(d, index);
-        alloc_revive(S->alloc, offset);
+        alloc_revive(S->alloc, offset, size);
         *ptr = (void *)(uintptr_t)(S->base + offset);
         goto out;
     }
     /* Space released by completed fences first; then fence every stream and
      * take what has completed; last, wait for the fences (without the lock,
      * so other threads go on meanwhile). */
-    for (int attempt = 0; attempt < 3; attempt++) {
+    for (int attempt = 0, syncs = 0; attempt < 3;) {
         if (attempt == 2)
             wait_for_fences();
-        st = collect_all(attempt > 0, false);
+        lms_status_t collected = collect_all(attempt > 0, false);
         for (alloc_chunks_t freed; attempt > 0 && alloc_trim_one(S->alloc, &freed);)
             chunks_freed(freed); /* kept empty slabs */
-        if (st == LMS_OK)
-            st = place(size, &offset);
+        st = place(size, &offset);
+        if (st == LMS_NOT_READY && syncs++ < 100) { /* see back_chunks */
+            if ((st = sync_released()) != LMS_OK)
+                break;
+            continue;
+        }
+        if (st == LMS_ERR_OUT_OF_MEMORY && collected != LMS_OK)
+            st = collected; /* the reason more could not be freed */
         if (st != LMS_ERR_OUT_OF_MEMORY)
             break;
+        attempt++;
     }
     if (st == LMS_OK)
         *ptr = (void *)(uintptr_t)(S->base + offset);
@@ -688,12 +748,13 @@ lms_status_t lms_free(void *ptr, lms_stream_t stream)
         alloc_chunks_t freed;
         alloc_release(S->alloc, offset, &freed);
         chunks_freed(freed);
+        S->released_at_once++;
         goto out;
     }
     int cls = alloc_class_of(S->alloc, size);
     deque_t *d = cls >= 0 ? &s->small[cls] : &s->large;
     if (!dq_push(d, (pending_t){offset, size, s->epoch})) {
-        alloc_revive(S->alloc, offset);
+        alloc_revive(S->alloc, offset, size);
         st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_free(%p): no host memory to queue it", ptr);
         goto out;
     }
@@ -797,9 +858,19 @@ lms_status_t lms_stream_destroy(lms_stream_t stream)
                                                  "lms_stream_destroy: the default stream stays")
                       : s == NULL    ? bad_stream("lms_stream_destroy", stream)
                                      : LMS_OK;
-    /* Its pending frees go back once its queued work is done: wait for that. */
-    if (st == LMS_OK && (st = fence(s)) == LMS_OK)
-        st = collect(s, true);
+    /* Its pending frees go back once its queued work is done: wait for that,
+     * with the lock dropped, then look the stream up again. */
+    for (int round = 0; st == LMS_OK && round < 100; round++) {
+        if ((st = fence(s)) != LMS_OK || s->nfences == 0)
+            break;
+        wait_unlocked(s->fences[s->nfences - 1].event);
+        if ((s = find_stream(stream)) == NULL)
+            st = bad_stream("lms_stream_destroy", stream); /* destroyed meanwhile */
+        else
+            st = collect(s, false);
+    }
+    if (st == LMS_OK && s->nfences > 0)
+        st = base_fail(LMS_ERR_DEVICE, "lms_stream_destroy: frees keep arriving on the stream");
     if (st == LMS_OK)
         st = dev_stream_destroy(S->dev, s->dev);
     if (st == LMS_OK) {

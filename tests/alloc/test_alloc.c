@@ -157,7 +157,7 @@ Test(alloc, bad_frees_are_rejected_and_change_nothing)
     TEST_OK(alloc_mark_freed(a, small, &size));
     TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, small, &size));
     TEST_FAILS(LMS_ERR_INVALID, alloc_find(a, small, &size, &size));
-    alloc_revive(a, small);
+    alloc_revive(a, small, 100);
     TEST_OK(alloc_find(a, small, &size, &size));
 }
 
@@ -251,4 +251,57 @@ Test(alloc, placement_is_deterministic_across_instances_and_processes)
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     cr_assert_eq(got, sizeof child);
     cr_assert(memcmp(first, child, sizeof first) == 0, "another process placed the same");
+}
+
+Test(alloc, a_revived_large_allocation_takes_its_new_size)
+{
+    size_t p = place(CHUNK + 256), size, base;
+    TEST_OK(alloc_mark_freed(a, p, &size));
+    alloc_revive(a, p, 2 * CHUNK); /* same chunk count, larger request */
+    TEST_OK(alloc_find(a, p + 2 * CHUNK - 1, &base, &size));
+    cr_assert_eq(base, p);
+    cr_assert_eq(size, 2 * CHUNK);
+    alloc_usage_t u;
+    alloc_usage(a, &u);
+    cr_assert_eq(u.live_bytes, 2 * CHUNK);
+}
+
+Test(alloc, an_emptied_slab_is_kept_only_while_it_is_its_classes_only_one)
+{
+    /* two full slabs of one class; empty the first, then free a slot of the
+     * second: the empty one must not be stranded off the partial list */
+    size_t per = CHUNK / 4096, n = 2 * per;
+    size_t *offs = calloc(n, sizeof *offs);
+    for (size_t i = 0; i < n; i++)
+        offs[i] = place(4096);
+    for (size_t i = 0; i < per; i++)
+        free_now(offs[i]);
+    free_now(offs[per]);
+    alloc_usage_t u;
+    alloc_usage(a, &u);
+    cr_assert_eq(u.used_chunks, 1, "the emptied slab gave its chunk back at once");
+    for (size_t i = per + 1; i < n; i++)
+        free_now(offs[i]);
+    alloc_usage(a, &u);
+    cr_assert_eq(u.used_chunks, 1, "the last slab of the class is kept");
+    alloc_chunks_t freed;
+    cr_assert(alloc_trim_one(a, &freed));
+    cr_assert_eq(freed.n, 1);
+    cr_assert_not(alloc_trim_one(a, &freed));
+    free(offs);
+}
+
+Test(alloc, unplace_leaves_nothing_behind)
+{
+    alloc_usage_t before, after;
+    alloc_usage(a, &before);
+    size_t p = place(3000), q = place(3 * CHUNK);
+    alloc_chunks_t freed;
+    alloc_unplace(a, q, &freed);
+    cr_assert_eq(freed.n, 3);
+    alloc_unplace(a, p, &freed);
+    cr_assert_eq(freed.n, 1, "an undone slot takes its new slab with it");
+    alloc_usage(a, &after);
+    after.peak_used_chunks = before.peak_used_chunks; /* a high-water mark stays */
+    cr_assert(memcmp(&before, &after, sizeof before) == 0);
 }

@@ -216,19 +216,38 @@ Test(lms, freed_memory_is_reused_at_once_on_its_stream_and_not_on_another)
     TEST_OK(lms_stream_synchronize(a));
 }
 
+static void *open_gate_later(void *arg)
+{
+    (void)arg;
+    usleep(200000);
+    atomic_store(&gate, 1);
+    return NULL;
+}
+
 Test(lms, memory_freed_on_one_stream_reaches_another_once_its_work_is_done)
 {
     lms_stream_t a, b;
     TEST_OK(lms_stream_create(&a));
     TEST_OK(lms_stream_create(&b));
+    dev_device_t *dev = swap_device();
     void *all[LIMIT_CHUNKS];
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         all[i] = must_malloc(chunk, a);
+    /* a's work on all of it is held back for 200 ms, and freed behind it */
+    atomic_store(&gate, 0);
+    TEST_OK(dev_host_func(dev, swap_stream(a), wait_gate, NULL));
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(dev_fill(dev, swap_stream(a), addr(all[i]), chunk, 40 + (uint64_t)i));
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         TEST_OK(lms_free(all[i], a));
+    pthread_t opener;
+    pthread_create(&opener, NULL, open_gate_later, NULL);
     /* b needs the whole limit: lms fences a and waits for that event only */
-    for (int i = 0; i < LIMIT_CHUNKS; i++)
+    for (int i = 0; i < LIMIT_CHUNKS; i++) {
         all[i] = must_malloc(chunk, b);
+        cr_assert(atomic_load(&gate), "b got a's memory before a's work could run");
+    }
+    pthread_join(opener, NULL);
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         TEST_OK(lms_free(all[i], b));
     TEST_OK(lms_stream_destroy(b));
@@ -236,6 +255,72 @@ Test(lms, memory_freed_on_one_stream_reaches_another_once_its_work_is_done)
     TEST_FAILS(LMS_ERR_INVALID, lms_stream_destroy(a));
     TEST_FAILS(LMS_ERR_INVALID, lms_stream_destroy(NULL));
     TEST_FAILS(LMS_ERR_INVALID, lms_malloc(&all[0], 8, a));
+}
+
+Test(lms, with_one_stream_a_freed_chunk_is_not_unmapped_under_queued_work)
+{
+    /* p's kernel is held back; p is freed (released at once: one stream);
+     * then an allocation needs p's block: lms must wait for the kernel
+     * rather than unmap p under it (the sim would fault) */
+    dev_device_t *dev = swap_device();
+    void *p = must_malloc(chunk, NULL), *q = must_malloc((LIMIT_CHUNKS - 2) * chunk, NULL);
+    atomic_store(&gate, 0);
+    TEST_OK(dev_host_func(dev, swap_stream(NULL), wait_gate, NULL));
+    TEST_OK(dev_fill(dev, swap_stream(NULL), addr(p), chunk, 5));
+    TEST_OK(lms_free(p, NULL));
+    pthread_t opener;
+    pthread_create(&opener, NULL, open_gate_later, NULL);
+    void *r = must_malloc(2 * chunk, NULL); /* 1 spare block + p's */
+    cr_assert(atomic_load(&gate), "the block was taken before the kernel on it ran");
+    pthread_join(opener, NULL);
+    TEST_OK(lms_stream_synchronize(NULL));
+    TEST_OK(lms_free(r, NULL));
+    TEST_OK(lms_free(q, NULL));
+}
+
+typedef struct destroyer {
+    lms_stream_t stream;
+    atomic_int done;
+} destroyer_t;
+
+static void *destroy_stream(void *arg)
+{
+    destroyer_t *d = arg;
+    TEST_OK(lms_stream_destroy(d->stream));
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+Test(lms, destroying_a_busy_stream_does_not_hold_up_other_threads)
+{
+    static destroyer_t d;
+    TEST_OK(lms_stream_create(&d.stream));
+    void *p = must_malloc(4096, d.stream);
+    atomic_store(&gate, 0);
+    TEST_OK(dev_host_func(swap_device(), swap_stream(d.stream), wait_gate, NULL));
+    TEST_OK(lms_free(p, d.stream)); /* pending behind the gate */
+    pthread_t t;
+    pthread_create(&t, NULL, destroy_stream, &d);
+    usleep(50000); /* the destroyer is waiting for the gate now */
+    void *other = must_malloc(256, NULL);
+    cr_assert_eq(atomic_load(&d.done), 0, "destroy waits for the stream's work...");
+    TEST_OK(lms_free(other, NULL)); /* ...but lms stays usable meanwhile */
+    atomic_store(&gate, 1);
+    pthread_join(t, NULL);
+    cr_assert_eq(atomic_load(&d.done), 1);
+}
+
+Test(lms, a_reused_allocation_reports_its_new_size)
+{
+    lms_stream_t a;
+    TEST_OK(lms_stream_create(&a)); /* two streams: frees are pending, reused in place */
+    void *p = must_malloc(chunk + 256, a), *base;
+    TEST_OK(lms_free(p, a));
+    void *q = must_malloc(2 * chunk, a);
+    cr_assert_eq(q, p, "same chunk count: reused at once on its stream");
+    size_t size;
+    TEST_OK(lms_allocation_of((char *)q + 2 * chunk - 1, &base, &size));
+    cr_assert_eq(size, 2 * chunk);
 }
 
 /* ---- threads ---- */
@@ -370,4 +455,25 @@ Test(lms, the_same_sequence_gets_the_same_offsets_after_a_restart)
     TEST_OK(swap_init(&cfg));
     sequence(second, N);
     cr_assert(memcmp(first, second, sizeof first) == 0);
+}
+
+Test(lms, preallocate_creates_every_block_of_the_limit_at_init)
+{
+    swap_config_t cfg;
+    swap_config_from_options(&cfg);
+    cfg.device = test_config();
+    cfg.host_limit = 64 * BASE_MiB;
+    cfg.va_reserve = 512 * BASE_MiB;
+    cfg.device_limit = LIMIT_CHUNKS * chunk;
+    cfg.preallocate = true;
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+    dev_live_t live;
+    dev_live(swap_device(), &live);
+    cr_assert_eq(live.blocks, LIMIT_CHUNKS);
+    cr_assert_eq(live.mapped_blocks, 0, "created, not yet mapped");
+    void *p = must_malloc(LIMIT_CHUNKS * chunk, NULL);
+    dev_live(swap_device(), &live);
+    cr_assert_eq(live.blocks, LIMIT_CHUNKS, "no block created after init");
+    TEST_OK(lms_free(p, NULL));
 }
