@@ -478,21 +478,25 @@ static size_t default_host_limit(int node)
     return (size_t)node_bytes / 2;
 }
 
+/* Frees a stream's host state (its device stream is the caller's). NULL ok. */
+static void free_stream(stream_t *s)
+{
+    if (s == NULL)
+        return;
+    for (int k = 0; k < ALLOC_MAX_CLASSES; k++)
+        base_meta_free(s->small[k].items);
+    base_meta_free(s->large.items);
+    base_meta_free(s->fences);
+    base_meta_free(s);
+}
+
 static void destroy_state(void)
 {
     if (S == NULL)
         return;
     dev_close(S->dev); /* drains the streams, unmaps, releases every block */
-    for (size_t i = 0; i < S->nstreams; i++) {
-        stream_t *s = S->streams[i];
-        if (s == NULL)
-            continue;
-        for (int k = 0; k < ALLOC_MAX_CLASSES; k++)
-            base_meta_free(s->small[k].items);
-        base_meta_free(s->large.items);
-        base_meta_free(s->fences);
-        base_meta_free(s);
-    }
+    for (size_t i = 0; i < S->nstreams; i++)
+        free_stream(S->streams[i]);
     base_meta_free(S->events);
     base_meta_free(S->retired);
     base_meta_free(S->pool);
@@ -837,7 +841,7 @@ lms_status_t lms_stream_create(lms_stream_t *out)
     if (st == LMS_OK && (st = new_stream(&S->streams[i])) == LMS_OK &&
         (st = order_after_all(S->streams[i])) != LMS_OK) {
         dev_stream_destroy(S->dev, S->streams[i]->dev);
-        base_meta_free(S->streams[i]);
+        free_stream(S->streams[i]);
         S->streams[i] = NULL;
     }
     if (st == LMS_OK) {
@@ -875,11 +879,7 @@ lms_status_t lms_stream_destroy(lms_stream_t stream)
         st = dev_stream_destroy(S->dev, s->dev);
     if (st == LMS_OK) {
         size_t i = ((uintptr_t)stream & 0xffff) - 1;
-        for (int k = 0; k < ALLOC_MAX_CLASSES; k++)
-            base_meta_free(s->small[k].items);
-        base_meta_free(s->large.items);
-        base_meta_free(s->fences);
-        base_meta_free(s);
+        free_stream(s);
         S->streams[i] = NULL;
         S->generation[i]++;
         S->live_streams--;

@@ -5,6 +5,7 @@
  * the backend of the run (sim, or cuda for the gpu label).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,17 +18,25 @@
 
 static size_t chunk;
 
-static void init_lms(void)
+/* lms on the run's device with a limit of LIMIT_CHUNKS chunks. */
+static swap_config_t small_config(void)
 {
     swap_config_t cfg;
     swap_config_from_options(&cfg);
     cfg.device = test_config();
     cfg.host_limit = 64 * BASE_MiB;
     cfg.va_reserve = 512 * BASE_MiB;
-    dev_device_t *probe = test_open(&cfg.device); /* skips when there is no device */
+    cfg.device_limit = LIMIT_CHUNKS * chunk;
+    return cfg;
+}
+
+static void init_lms(void)
+{
+    dev_config_t dc = test_config();
+    dev_device_t *probe = test_open(&dc); /* skips when there is no device */
     chunk = probe->info.granularity;
     dev_close(probe);
-    cfg.device_limit = LIMIT_CHUNKS * chunk;
+    swap_config_t cfg = small_config();
     TEST_OK(swap_init(&cfg));
 }
 
@@ -339,15 +348,32 @@ typedef struct worker {
     long ooms;
 } worker_t;
 
-static void claim(uint32_t id, void *p, size_t size)
+/* Criterion asserts only from the test's own thread: workers record the
+ * first failure here, and the test asserts it is empty. */
+static char failure[256];
+static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool fail_once(const char *what, void *p, size_t size, uint32_t other)
+{
+    pthread_mutex_lock(&failure_lock);
+    if (failure[0] == '\0')
+        snprintf(failure, sizeof failure, "%s: %p (+%zu) [%u]: %s", what, p, size, other,
+                 lms_last_error());
+    pthread_mutex_unlock(&failure_lock);
+    return false;
+}
+
+static bool claim(uint32_t id, void *p, size_t size)
 {
     size_t first = (size_t)(addr(p) - range_base) / CELL, n = (size + CELL - 1) / CELL;
-    cr_assert(first + n <= range_cells);
+    if (first + n > range_cells)
+        return fail_once("outside the range", p, size, 0);
     for (size_t c = first; c < first + n; c++) {
         uint32_t expected = 0;
-        cr_assert(atomic_compare_exchange_strong(&shadow[c], &expected, id),
-                  "%p (+%zu) overlaps a live allocation of thread %u", p, size, expected);
+        if (!atomic_compare_exchange_strong(&shadow[c], &expected, id))
+            return fail_once("overlaps a live allocation of thread", p, size, expected);
     }
+    return true;
 }
 
 static void unclaim(void *p, size_t size)
@@ -363,12 +389,13 @@ static void *stress(void *arg)
     void *live[32] = {0};
     size_t sizes[32] = {0};
     uint64_t seed = (uint64_t)w->id * 0x9e3779b97f4a7c15ull + 1;
-    for (int i = 0; i < OPS; i++) {
+    for (int i = 0; i < OPS && failure[0] == '\0'; i++) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         int k = (int)(seed >> 59);
         if (live[k] != NULL) {
             unclaim(live[k], sizes[k]);
-            TEST_OK(lms_free(live[k], w->stream));
+            if (lms_free(live[k], w->stream) != LMS_OK)
+                fail_once("lms_free", live[k], sizes[k], 0);
             live[k] = NULL;
             continue;
         }
@@ -378,14 +405,17 @@ static void *stress(void *arg)
             w->ooms++;
             continue;
         }
-        TEST_OK(st);
+        if (st != LMS_OK) {
+            fail_once("lms_malloc", NULL, size, 0);
+            break;
+        }
         sizes[k] = size;
         claim((uint32_t)w->id, live[k], size);
     }
     for (int k = 0; k < 32; k++)
         if (live[k] != NULL) {
             unclaim(live[k], sizes[k]);
-            TEST_OK(lms_free(live[k], w->stream));
+            lms_free(live[k], w->stream);
         }
     return NULL;
 }
@@ -410,6 +440,7 @@ Test(lms, eight_threads_never_get_overlapping_memory, .timeout = 600)
         pthread_join(t[i], NULL);
         ooms += w[i].ooms;
     }
+    cr_assert_eq(failure[0], '\0', "%s", failure);
     cr_log_info("%d threads x %d ops: %ld allocations found the limit full", THREADS, OPS, ooms);
     /* everything was freed: the whole limit is one allocation again */
     void *all = must_malloc(LIMIT_CHUNKS * chunk, NULL);
@@ -443,12 +474,7 @@ Test(lms, the_same_sequence_gets_the_same_offsets_after_a_restart)
     enum { N = 3000 };
     static size_t first[N], second[N];
     sequence(first, N);
-    swap_config_t cfg;
-    swap_config_from_options(&cfg);
-    cfg.device = test_config();
-    cfg.host_limit = 64 * BASE_MiB;
-    cfg.va_reserve = 512 * BASE_MiB;
-    cfg.device_limit = LIMIT_CHUNKS * chunk;
+    swap_config_t cfg = small_config();
     TEST_OK(lms_shutdown());
     for (int i = 1; i < 50; i++) /* another host heap layout */
         free(malloc((size_t)i * 4099));
@@ -459,12 +485,7 @@ Test(lms, the_same_sequence_gets_the_same_offsets_after_a_restart)
 
 Test(lms, preallocate_creates_every_block_of_the_limit_at_init)
 {
-    swap_config_t cfg;
-    swap_config_from_options(&cfg);
-    cfg.device = test_config();
-    cfg.host_limit = 64 * BASE_MiB;
-    cfg.va_reserve = 512 * BASE_MiB;
-    cfg.device_limit = LIMIT_CHUNKS * chunk;
+    swap_config_t cfg = small_config();
     cfg.preallocate = true;
     TEST_OK(lms_shutdown());
     TEST_OK(swap_init(&cfg));
