@@ -705,6 +705,8 @@ lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
             break;
         attempt++;
     }
+    if (st == LMS_NOT_READY) /* the default stream never caught up: give up */
+        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "the default stream's work did not finish");
     if (st == LMS_OK)
         *ptr = (void *)(uintptr_t)(S->base + offset);
     else if (st == LMS_ERR_OUT_OF_MEMORY)
