@@ -109,6 +109,8 @@ typedef struct state {
     uint64_t released_at_once; /* frees released at once (one-stream rule), ever */
     uint64_t released_synced;  /* of those, how many the default stream has finished */
     dev_event_t *sync_event;   /* recorded on the default stream for that; never pooled */
+    bool *mapped_here;         /* back_chunks' scratch: chunks it mapped */
+    size_t capmapped;
     size_t flush_bytes;   /* unfenced bytes of a stream that trigger a fence */
     bool warned_bad_free;
 } state_t;
@@ -238,9 +240,12 @@ static lms_status_t back_chunks(size_t first, size_t n)
             cached_remove(c);
         return LMS_OK;
     }
-    bool *mapped_here = base_meta_calloc(n, sizeof *mapped_here);
-    if (mapped_here == NULL)
+    /* which chunks this call maps, for the undo; grown only for a longer run
+     * than any before, so the allocation path does not allocate */
+    if (!grow((void **)&S->mapped_here, &S->capmapped, n, sizeof *S->mapped_here))
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_malloc: no host memory");
+    bool *mapped_here = S->mapped_here;
+    memset(mapped_here, 0, n * sizeof *mapped_here);
     for (size_t c = first; c < first + n; c++) /* not victims for take_block */
         if (S->block[c] != 0)
             cached_remove(c);
@@ -257,22 +262,16 @@ static lms_status_t back_chunks(size_t first, size_t n)
             mapped_here[c - first] = true;
         }
     }
-    /* one set_access per contiguous run of newly mapped chunks */
-    for (size_t i = 0; i < n && st == LMS_OK;) {
-        size_t j = i;
-        while (j < n && mapped_here[j])
-            j++;
-        if (j > i)
-            st = dev_set_access(S->dev, chunk_addr(first + i), (j - i) * S->chunk);
-        i = j + (j == i);
-    }
+    /* the whole run is mapped now: one set_access for all of it (repeating
+     * it on chunks that had access already is harmless) */
+    if (st == LMS_OK)
+        st = dev_set_access(S->dev, chunk_addr(first), n * S->chunk);
     if (st != LMS_OK) {
         unback(first, n, mapped_here);
         for (size_t c = first; c < first + n; c++)
             if (S->block[c] != 0)
                 cached_add(c);
     }
-    base_meta_free(mapped_here);
     return st;
 }
 
@@ -499,6 +498,7 @@ static void destroy_state(void)
         free_stream(S->streams[i]);
     base_meta_free(S->events);
     base_meta_free(S->retired);
+    base_meta_free(S->mapped_here);
     base_meta_free(S->pool);
     base_meta_free(S->cached_pos);
     base_meta_free(S->cached);

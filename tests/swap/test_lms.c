@@ -498,3 +498,41 @@ Test(lms, preallocate_creates_every_block_of_the_limit_at_init)
     cr_assert_eq(live.blocks, LIMIT_CHUNKS, "no block created after init");
     TEST_OK(lms_free(p, NULL));
 }
+
+Test(lms, a_driver_failure_while_backing_returns_it_and_loses_nothing)
+{
+    swap_config_t cfg = small_config();
+    cfg.device.fault_injection = true;
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+    void *keep = must_malloc(chunk, NULL);
+    check_usable(keep, chunk, 77);
+    /* each round maps fresh chunks (the earlier rounds' stay allocated, so
+     * no cached chunk can serve it without driver calls) */
+    const struct { dev_op_t op; uint64_t call; } faults[] = {
+        {DEV_OP_map, 2}, {DEV_OP_set_access, 1}, {DEV_OP_block_create, 2}};
+    void *held[3];
+    for (size_t i = 0; i < 3; i++) {
+        size_t free0, free1, total;
+        TEST_OK(lms_memory_info(&free0, &total));
+        dev_fault_plan_t plan = {.op = faults[i].op, .first = faults[i].call, .count = 1};
+        TEST_OK(dev_fault_set(swap_device(), &plan));
+        void *p = (void *)1;
+        TEST_FAILS(LMS_ERR_DEVICE, lms_malloc(&p, 3 * chunk, NULL));
+        cr_assert_null(p);
+        cr_assert_eq(dev_fault_injected(swap_device()), 1);
+        TEST_OK(lms_memory_info(&free1, &total));
+        cr_assert_eq(free1, free0, "a failed %s left no chunk in use", dev_op_name(faults[i].op));
+        held[i] = must_malloc(3 * chunk, NULL); /* the same request now succeeds */
+        check_usable(held[i], 3 * chunk, 78 + i);
+    }
+    for (size_t i = 0; i < 3; i++)
+        check_usable(held[i], 3 * chunk, 78 + i);
+    /* no block went missing in the failures: the rest of the limit is there */
+    size_t free_b, total;
+    TEST_OK(lms_memory_info(&free_b, &total));
+    cr_assert_eq(free_b, (LIMIT_CHUNKS - 10) * chunk);
+    void *rest = must_malloc(free_b, NULL);
+    check_usable(rest, free_b, 90);
+    check_usable(keep, chunk, 77);
+}
