@@ -72,7 +72,12 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(va_reserve, size, "0", NULL, "address range reserved; 0 = 4 x (device + host limit)") \
     X(large_threshold, size, "0", NULL,                                                      \
       "allocations this large get whole chunks of their own; 0 = half a chunk")             \
-    X(preallocate, int, "0", NULL, "1: create every device block of the limit at init")
+    X(preallocate, int, "0", NULL, "1: create every device block of the limit at init")     \
+    X(reclaim_low, size, "0", NULL,                                                          \
+      "the reclaim thread evicts when free device memory falls below this; 0 = limit / 32") \
+    X(reclaim_high, size, "0", NULL,                                                         \
+      "and stops once this much is free; 0 = limit / 16")                                  \
+    X(stats, int, "0", NULL, "1: print lms_stats() on stderr at exit")
 
 #define BASE_OPTION_CTYPE_size uint64_t
 #define BASE_OPTION_CTYPE_double double

@@ -6,15 +6,18 @@
  * returns an lms_status_t (0 = LMS_OK); on failure lms_last_error() says what
  * went wrong on the calling thread, and nothing that was stored is lost.
  *
- * Today lms is a fast VMM allocator with a hard device limit: every chunk an
- * allocation touches is backed by device memory while it is allocated.
- * Swapping to host memory comes next. Settings come from LMS_* environment
- * variables (`lms-info --options` lists them).
+ * Allocations may add up to more than the device limit (LMS_DEVICE_LIMIT):
+ * the device holds the chunks in use, the rest waits in pinned host memory
+ * (LMS_HOST_LIMIT). A GPU cannot fault memory in, so a program says what its
+ * next work touches with lms_access (or lms_pin), and lms makes it resident
+ * before that work runs. Settings come from LMS_* environment variables
+ * (`lms-info --options` lists them).
  */
 #ifndef LMS_H
 #define LMS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,10 +58,12 @@ LMS_API lms_status_t lms_init(void);
 LMS_API lms_status_t lms_shutdown(void);
 
 /* Allocates size bytes of device memory, aligned to 256 bytes, and stores its
- * address in *ptr. The memory may be used by work enqueued on `stream` after
- * this call. size 0 succeeds with *ptr = NULL, as cudaMalloc does.
- * LMS_ERR_OUT_OF_MEMORY when the device limit is reached; *ptr is then NULL
- * and nothing else changed. */
+ * address in *ptr. Nothing is backed yet: before device work touches the
+ * memory, lms_access (or lms_pin) must make it resident. size 0 succeeds with
+ * *ptr = NULL, as cudaMalloc does. LMS_ERR_OUT_OF_MEMORY when allocations
+ * would exceed the device limit plus the host limit (so that whatever is
+ * allocated always has somewhere to be); *ptr is then NULL and nothing else
+ * changed. */
 LMS_API lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream);
 
 /* Frees ptr, stream-ordered: an allocation on `stream` of the same size class
@@ -76,8 +81,67 @@ LMS_API lms_status_t lms_free(void *ptr, lms_stream_t stream);
 LMS_API lms_status_t lms_allocation_of(const void *ptr, void **base, size_t *size);
 
 /* Device memory as lms accounts it: total is the device limit
- * (LMS_DEVICE_LIMIT); free is what allocations do not occupy. */
+ * (LMS_DEVICE_LIMIT); free is what can still be allocated (device plus host
+ * room not yet taken by allocations), at most total. */
 LMS_API lms_status_t lms_memory_info(size_t *free_bytes, size_t *total_bytes);
+
+/* How work uses a range. */
+typedef enum lms_access_mode {
+    LMS_READ = 1,      /* reads it: its contents must be there */
+    LMS_WRITE = 2,     /* reads and writes it (bytes not written keep their value) */
+    LMS_OVERWRITE = 3, /* writes every byte before reading any: old contents need not move */
+} lms_access_mode_t;
+
+typedef struct lms_range {
+    const void *ptr;
+    size_t bytes;
+    lms_access_mode_t mode;
+} lms_range_t;
+
+/* Makes [ptr, ptr + bytes), which must lie inside one live allocation and be
+ * non-empty, resident for the work the calling thread enqueues on `stream`
+ * next: data not on the device is fetched on lms's copy stream and `stream`
+ * waits for it on the device (the host blocks only when no device memory is
+ * free and some must first be evicted). The range stays resident until the
+ * calling thread's next call into lms (any function but lms_status_str and
+ * lms_last_error): enqueue the work that uses it before calling lms again,
+ * and name every range one piece of work uses in one lms_access_many call.
+ * After that, eviction waits on the device for all work enqueued on `stream`
+ * up to that point. LMS_ERR_OUT_OF_MEMORY when the range cannot be made
+ * resident because everything else on the device is pinned or in use; then
+ * nothing was moved or lost. */
+LMS_API lms_status_t lms_access(const void *ptr, size_t bytes, lms_access_mode_t mode,
+                                lms_stream_t stream);
+LMS_API lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t stream);
+
+/* Makes [ptr, ptr + bytes) resident, waits until it is, and keeps it resident
+ * (for any stream, with no lms_access) until as many lms_unpin calls of the
+ * same range. For memory the program cannot name per piece of work (pointer
+ * arrays in device memory). Pins count: pinned bytes are not swappable. */
+LMS_API lms_status_t lms_pin(const void *ptr, size_t bytes);
+LMS_API lms_status_t lms_unpin(const void *ptr, size_t bytes);
+
+/* Counters since lms_init, and the current residency. Byte counts and chunk
+ * counts are of whole chunks (the unit lms moves). */
+typedef struct lms_stats {
+    uint64_t bytes_h2d;       /* fetched to the device */
+    uint64_t bytes_d2h;       /* copied out to host memory */
+    uint64_t evictions;       /* chunks evicted with a copy */
+    uint64_t clean_drops;     /* chunks evicted without one: their host copy was current */
+    uint64_t fetches;         /* chunks fetched */
+    uint64_t prefetch_hits;   /* accesses that found a prefetched chunk ready (0 until
+                                 prefetching exists: the policy issue) */
+    uint64_t stall_ns;        /* time callers were blocked waiting for an eviction */
+    uint64_t ooms;            /* calls that failed with LMS_ERR_OUT_OF_MEMORY */
+    uint64_t resident_bytes;  /* backed by device memory now */
+    uint64_t peak_resident_bytes;
+    uint64_t host_bytes;      /* held in host memory now (copies of resident chunks included) */
+    uint64_t pinned_bytes;    /* in chunks pinned now */
+    uint64_t allocated_bytes; /* chunks allocations occupy */
+    uint64_t device_limit;
+    uint64_t host_limit;
+} lms_stats_t;
+LMS_API lms_status_t lms_stats(lms_stats_t *stats);
 
 /* Streams of lms's device. Destroying a stream lets its queued work finish. */
 LMS_API lms_status_t lms_stream_create(lms_stream_t *stream);

@@ -465,6 +465,9 @@ void swap_config_from_options(swap_config_t *cfg)
         .va_reserve = o->va_reserve,
         .large_threshold = o->large_threshold,
         .preallocate = o->preallocate != 0,
+        .reclaim_low = o->reclaim_low,
+        .reclaim_high = o->reclaim_high,
+        .stats_at_exit = o->stats != 0,
     };
     dev_config_from_options(&cfg->device);
 }
