@@ -1,0 +1,2 @@
+/* swap/hostpool.c — see hostpool.h (being written) */
+#include "swap/hostpool.h"

@@ -1,0 +1,2 @@
+/* swap/residency.c — being written */
+#include "swap/swap.h"
