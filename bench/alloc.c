@@ -1,17 +1,30 @@
 /*
- * bench/alloc — lms_malloc/lms_free against glibc's malloc/free, measured
- * side by side in one run; lookups; fragmentation on synthetic transformer
- * training allocation sequences. Prints JSON lines on stdout, each with
- * "bench":"alloc", the backend, device and host CPU they ran on.
+ * bench/alloc — lms_malloc/lms_free against glibc's malloc/free and, on the
+ * cuda backend, against cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync,
+ * measured side by side in one run; lookups; fragmentation on synthetic
+ * transformer training allocation sequences. Prints JSON lines on stdout, each
+ * with "bench":"alloc", the backend, device and host CPU they ran on.
  *
  *   build/bench/alloc [--quick]
  *
  * Times are per malloc+free pair: batches of PAIRS_PER_BATCH pairs are timed
  * with the monotonic clock and divided, so the clock's own cost does not
  * count; p50/p99 are over the batches. Runs on the device LMS_BACKEND names
- * (sim by default where there is no GPU). The targets in the issue (small pair
- * p50 < 100 ns and within 2x of glibc, lookup < 20 ns, fragmentation <= 1.10)
- * are compared by whoever reads the rows; nothing here asserts them.
+ * (sim by default where there is no GPU).
+ *
+ * The CUDA allocators (device.h, dev_reference_*) run on lms's device
+ * (LMS_DEVICE), the async pairs on a stream of their own, from the device's
+ * default pool with its release threshold raised to UINT64_MAX: their steady
+ * state, as a caching allocator sees it. A "cuda_reference" line says which
+ * runtime ran them, or why they were skipped (sim backend, no CUDA runtime).
+ * Their pairs are timed in smaller batches (REF_SMALL_PAIRS, REF_LARGE_PAIRS:
+ * a cudaFree waits for the device, and a large cudaMalloc takes a while),
+ * after one untimed batch; async pairs are synchronized between batches,
+ * outside the timing. Single-threaded rows only.
+ *
+ * The targets in the issue (small pair p50 < 100 ns and within 2x of glibc,
+ * lookup < 20 ns, fragmentation <= 1.10) are compared by whoever reads the
+ * rows; nothing here asserts them.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -19,12 +32,17 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "device/device.h"
 #include "swap/swap.h"
 
 #define PAIRS_PER_BATCH 1000
+#define REF_SMALL_PAIRS 100 /* pairs per batch of the CUDA allocators, small sizes */
+#define REF_LARGE_PAIRS 4   /* and large ones */
 
 static int batches = 300;
+static int ref_pairs = REF_SMALL_PAIRS;
 static char machine[512];
+static dev_reference_t *reference; /* the CUDA allocators; NULL: none to compare with */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -77,8 +95,62 @@ static void *pair_thread(void *arg)
     return NULL;
 }
 
+/* ns per pair of a CUDA allocator, one sample per batch of ref_pairs pairs. */
+static lms_status_t time_reference(dev_reference_alloc_t which, size_t size, double *samples)
+{
+    for (int b = -1; b < batches; b++) { /* batch -1 warms up (and grows the pool) */
+        uint64_t t0 = base_now_ns();
+        lms_status_t st = dev_reference_pairs(reference, which, size, ref_pairs);
+        uint64_t t1 = base_now_ns();
+        if (st == LMS_OK)
+            st = dev_reference_synchronize(reference);
+        if (st != LMS_OK)
+            return st;
+        if (b >= 0)
+            samples[b] = (double)(t1 - t0) / ref_pairs;
+    }
+    return LMS_OK;
+}
+
+/* s as a JSON string. */
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+/* The CUDA allocators' columns of a single-threaded row, beside lms's p50. */
+static void print_reference(size_t size, double lms_p50)
+{
+    double *m = calloc((size_t)batches, sizeof *m), *a = calloc((size_t)batches, sizeof *a);
+    if (time_reference(DEV_REFERENCE_MALLOC, size, m) != LMS_OK ||
+        time_reference(DEV_REFERENCE_MALLOC_ASYNC, size, a) != LMS_OK) {
+        printf(",\"cuda_error\":");
+        print_json_string(lms_last_error());
+    } else {
+        double m50 = percentile(m, batches, 0.5), a50 = percentile(a, batches, 0.5);
+        printf(",\"cuda_malloc_ns_p50\":%.1f,\"cuda_malloc_ns_p99\":%.1f,"
+               "\"cuda_malloc_async_ns_p50\":%.1f,\"cuda_malloc_async_ns_p99\":%.1f,"
+               "\"lms_over_cuda_malloc\":%.3f,\"lms_over_cuda_malloc_async\":%.3f,"
+               "\"cuda_pairs_per_batch\":%d",
+               m50, percentile(m, batches, 0.99), a50, percentile(a, batches, 0.99),
+               lms_p50 / m50, lms_p50 / a50, ref_pairs);
+    }
+    free(m);
+    free(a);
+}
+
 /* One row: p50/p99 of lms's pairs and p50 of glibc's, with `threads` threads
- * doing pairs at once (each lms thread on a stream of its own). */
+ * doing pairs at once (each lms thread on a stream of its own); with one
+ * thread, and a reference open, the CUDA allocators' p50/p99 too. */
 static void pair_row(const char *name, size_t size, int threads, bool with_glibc)
 {
     double *lms_s = calloc((size_t)(threads * batches), sizeof *lms_s);
@@ -106,6 +178,8 @@ static void pair_row(const char *name, size_t size, int threads, bool with_glibc
     if (with_glibc)
         printf(",\"glibc_ns_p50\":%.1f,\"lms_over_glibc\":%.2f", percentile(libc_s, n, 0.5),
                p50 / percentile(libc_s, n, 0.5));
+    if (threads == 1 && reference != NULL)
+        print_reference(size, p50);
     printf(",%s}\n", machine);
     fflush(stdout);
     free(lms_s);
@@ -261,16 +335,31 @@ int main(int argc, char **argv)
     if (lms_init() != LMS_OK)
         die("lms_init");
     describe_machine();
+    dev_reference_info_t ref_info;
+    printf("{\"bench\":\"alloc\",\"case\":\"cuda_reference\",");
+    if (dev_reference_open(swap_device(), &reference, &ref_info) == LMS_OK) {
+        printf("\"runtime\":\"%s\",\"runtime_version\":%d,"
+               "\"async_pool_release_threshold\":\"UINT64_MAX\"",
+               ref_info.runtime, ref_info.runtime_version);
+    } else {
+        reference = NULL;
+        printf("\"skipped\":");
+        print_json_string(lms_last_error());
+    }
+    printf(",%s}\n", machine);
     const size_t small[] = {64, 1024, 16384, 65536};
     for (size_t i = 0; i < sizeof small / sizeof *small; i++)
         pair_row("small_pair", small[i], 1, true);
     pair_row("small_pair", 1024, 2, true);
     batches = quick ? 3 : 30; /* large pairs move more per pair */
+    ref_pairs = REF_LARGE_PAIRS;
     const size_t large[] = {2 * BASE_MiB, 16 * BASE_MiB, 256 * BASE_MiB};
     for (size_t i = 0; i < sizeof large / sizeof *large; i++)
         pair_row("large_pair", large[i], 1, true);
     pair_row("large_pair", 16 * BASE_MiB, 2, false);
     batches = quick ? 30 : 300;
+    dev_reference_close(reference);
+    reference = NULL;
     lookup_row();
     /* GPT-2 small-like (hidden 768: tensor sizes not multiples of a chunk) and
      * a hidden-1024 model (multiples of 2 MiB), both fitting a 4 GiB device */
