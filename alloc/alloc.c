@@ -195,6 +195,7 @@ size_t alloc_usable_size(const alloc_t *a, size_t size)
 
 size_t alloc_chunk_size(const alloc_t *a) { return a->chunk_size; }
 
+
 /* ---- slabs -------------------------------------------------------------------- */
 
 static void partial_push(alloc_t *a, slab_t *s)
@@ -373,6 +374,16 @@ lms_status_t alloc_find(const alloc_t *a, size_t offset, size_t *base, size_t *s
         }
     }
     return base_fail(LMS_ERR_INVALID, "offset 0x%zx is in no live allocation", offset);
+}
+
+int alloc_class_at(const alloc_t *a, size_t base)
+{
+    size_t ci = base >> a->chunk_shift;
+    if (ci >= a->nchunks || a->chunks[ci].kind != CHUNK_SLAB)
+        return -1;
+    slab_t *s;
+    size_t slot;
+    return slab_slot(a, base, &s, &slot) ? (int)s->cls : -1;
 }
 
 lms_status_t alloc_mark_freed(alloc_t *a, size_t base, size_t *size)

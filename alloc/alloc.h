@@ -89,6 +89,11 @@ bool alloc_trim_one(alloc_t *a, alloc_chunks_t *freed);
 int alloc_class_of(const alloc_t *a, size_t size);
 size_t alloc_usable_size(const alloc_t *a, size_t size);
 
+/* The size class of the allocation (live or freed) at base: -1 when it is
+ * large. Not always alloc_class_of(its usable size): the slot of the largest
+ * classes may reach the large threshold. */
+int alloc_class_at(const alloc_t *a, size_t base);
+
 typedef struct alloc_usage {
     size_t live_bytes;     /* usable bytes of live allocations */
     size_t live_count;     /* live allocations */

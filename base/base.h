@@ -73,6 +73,8 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(large_threshold, size, "0", NULL,                                                      \
       "allocations this large get whole chunks of their own; 0 = half a chunk")             \
     X(preallocate, int, "0", NULL, "1: create every device block of the limit at init")     \
+    X(swap, int, "1", NULL,                                                                  \
+      "0: no swapping: the device limit is hard and lms_malloc backs memory at once")      \
     X(reclaim_low, size, "0", NULL,                                                          \
       "the reclaim thread evicts when free device memory falls below this; 0 = limit / 32") \
     X(reclaim_high, size, "0", NULL,                                                         \

@@ -1,22 +1,19 @@
 /*
- * swap/lms.c — include/lms.h: the device, the reserved range, the pool of
- * physical blocks, stream-ordered frees. See swap.h.
+ * swap/lms.c — include/lms.h: init and shutdown, malloc and stream-ordered
+ * frees, streams; residency (the block pool, fetch, evict, access) is in
+ * residency.c. See swap.h and internal.h.
  *
  * Owns (one state for the process, S, NULL while lms is not initialized):
  *   the device and the VA reservation; the placement (alloc/);
- *   block[]   per chunk, the block that backs it (0: none). A chunk that
- *             holds an allocation is always backed. A free chunk that is
- *             backed is "cached": on the cached list, its block reusable by a
- *             later allocation there at no cost, or taken for another chunk
- *             when the pool is empty;
- *   pool[]    blocks created and not mapped; at most budget blocks exist;
  *   streams   lms streams, each with its pending frees; see Note
- *             [Stream-ordered free]; an event pool for their fences.
+ *             [Stream-ordered free]; an event pool for fences and copies.
  *
- * Lock: `lock` guards all of it, and init and shutdown. Public functions take
- * it; static ones assume it. It is never held while waiting for a stream
- * (lms_stream_synchronize drops it first); it is held across map and unmap,
- * which do not wait for streams, and no host function takes it.
+ * Lock: `swap_lock` guards all of it, and init and shutdown. Public functions
+ * take it; static ones assume it. It is never held while waiting for a stream
+ * (waits drop it first: swap_wait_unlocked); it is held across map and unmap,
+ * which do not wait for streams, and no host function takes it. Every public
+ * function that takes it first closes the calling thread's access window
+ * (Note [Access windows] in residency.c).
  *
  * Note [Stream-ordered free]
  * lms_free(p, S) does not make p's space free at once: work queued on S
@@ -43,84 +40,32 @@
  *    allocation returns deadlocks, as it would with PyTorch's allocator.
  */
 #include <numa.h>
-#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "alloc/alloc.h"
-#include "base/base.h"
-#include "swap/swap.h"
+#include "swap/internal.h"
 
-#define MAX_STREAMS 0xffffu
 #define LARGE_REUSE_SCAN 64 /* pending large entries of a stream looked at for reuse */
 
-typedef struct pending {
-    size_t offset; /* of the freed allocation */
-    size_t size;   /* its usable size */
-    uint64_t epoch;
-} pending_t;
+pthread_mutex_t swap_lock = PTHREAD_MUTEX_INITIALIZER;
+state_t *S;
+static uint64_t generations; /* of initializations, ever */
 
-/* A ring of pending entries, oldest at the bottom: the stream reuses from the
- * top, fences release from the bottom. */
-typedef struct deque {
-    pending_t *items;
-    size_t head, len, cap; /* cap is 0 or a power of two */
-} deque_t;
+/* Takes the lock and ends the calling thread's access window. */
+static void enter(void)
+{
+    pthread_mutex_lock(&swap_lock);
+    if (resid_window_open())
+        resid_close_window();
+}
 
-typedef struct fence {
-    dev_event_t *event;
-    uint64_t epoch; /* entries of this epoch and before are covered */
-} fence_t;
-
-typedef struct stream {
-    dev_stream_t *dev;
-    deque_t small[ALLOC_MAX_CLASSES];
-    deque_t large;
-    uint64_t epoch;        /* of frees not yet fenced */
-    size_t unfenced_bytes; /* freed in the current epoch */
-    fence_t *fences;       /* oldest first */
-    size_t nfences, capfences;
-} stream_t;
-
-typedef struct state {
-    swap_config_t cfg;
-    dev_device_t *dev;
-    dev_addr_t base;
-    size_t va_size, chunk, nchunks;
-    size_t budget;          /* blocks */
-    size_t host_limit;      /* bytes */
-    alloc_t *alloc;
-    dev_block_t *block;     /* per chunk */
-    uint32_t *cached;       /* the cached chunks */
-    uint32_t *cached_pos;   /* per chunk: its index in cached[] + 1, 0 = not cached */
-    size_t ncached;
-    dev_block_t *pool;
-    size_t npool, created;
-    stream_t *streams[MAX_STREAMS]; /* [0]: the default stream; NULL: free slot */
-    uint32_t generation[MAX_STREAMS]; /* of the handle of each slot */
-    size_t nstreams;      /* slots in use or used before */
-    size_t live_streams;  /* streams that exist, the default one included */
-    dev_event_t **events; /* unused events for fences */
-    size_t nevents, capevents;
-    size_t waiters;           /* threads waiting, lock dropped, on fence events */
-    dev_event_t **retired;    /* collected while waiters > 0: not reused until 0 */
-    size_t nretired, capretired;
-    uint64_t released_at_once; /* frees released at once (one-stream rule), ever */
-    uint64_t released_synced;  /* of those, how many the default stream has finished */
-    dev_event_t *sync_event;   /* recorded on the default stream for that; never pooled */
-    bool *mapped_here;         /* back_chunks' scratch: chunks it mapped */
-    size_t capmapped;
-    size_t flush_bytes;   /* unfenced bytes of a stream that trigger a fence */
-    bool warned_bad_free;
-} state_t;
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static state_t *S;
+static void leave(void) { pthread_mutex_unlock(&swap_lock); }
 
 /* ---- small helpers -------------------------------------------------------------- */
 
-static bool grow(void **array, size_t *cap, size_t need, size_t elem)
+bool swap_grow(void **array, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return true;
@@ -160,128 +105,7 @@ static void dq_remove(deque_t *d, size_t i) /* keeps the order */
     d->len--;
 }
 
-static char *fmt_size(uint64_t bytes, char *buf) { return base_format_size(bytes, buf, 32); }
-
-/* ---- the block pool and the cached chunks ---------------------------------------- */
-
-static dev_addr_t chunk_addr(size_t c) { return S->base + (dev_addr_t)c * S->chunk; }
-
-static void cached_add(size_t c)
-{
-    S->cached[S->ncached++] = (uint32_t)c;
-    S->cached_pos[c] = (uint32_t)S->ncached;
-}
-
-static void cached_remove(size_t c)
-{
-    size_t i = S->cached_pos[c] - 1;
-    uint32_t last = S->cached[--S->ncached];
-    S->cached[i] = last;
-    S->cached_pos[last] = (uint32_t)i + 1;
-    S->cached_pos[c] = 0;
-}
-
-/* A block for a chunk: from the pool, newly created within the budget, or
- * taken from a cached chunk (which is unmapped for it). back_chunks has made
- * sure no queued work can still touch a cached chunk's memory. */
-static lms_status_t take_block(dev_block_t *out)
-{
-    if (S->npool > 0) {
-        *out = S->pool[--S->npool];
-        return LMS_OK;
-    }
-    if (S->created < S->budget) {
-        lms_status_t st = dev_block_create(S->dev, out);
-        if (st == LMS_OK)
-            S->created++;
-        return st;
-    }
-    size_t victim = S->cached[0];
-    lms_status_t st = dev_unmap(S->dev, chunk_addr(victim), S->chunk);
-    if (st != LMS_OK)
-        return st;
-    cached_remove(victim);
-    *out = S->block[victim];
-    S->block[victim] = 0;
-    return LMS_OK;
-}
-
-/* Unmaps chunks [first, first + n) that this call mapped, giving their blocks
- * back to the pool (the undo of a failed back_chunks). */
-static void unback(size_t first, size_t n, const bool *mapped_here)
-{
-    for (size_t i = 0; i < n; i++)
-        if (mapped_here[i] && dev_unmap(S->dev, chunk_addr(first + i), S->chunk) == LMS_OK) {
-            S->pool[S->npool++] = S->block[first + i];
-            S->block[first + i] = 0;
-        }
-}
-
-/* Makes every chunk of [first, first + n) backed and accessible, all or
- * nothing. LMS_ERR_OUT_OF_MEMORY, changing nothing, when the budget cannot
- * back them. */
-static lms_status_t back_chunks(size_t first, size_t n)
-{
-    size_t need = 0, cached_inside = 0;
-    for (size_t c = first; c < first + n; c++) {
-        need += S->block[c] == 0;
-        cached_inside += S->block[c] != 0;
-    }
-    size_t spare = S->npool + (S->budget - S->created);
-    if (need > spare + (S->ncached - cached_inside))
-        return LMS_ERR_OUT_OF_MEMORY; /* the caller writes the message */
-    /* Taking a cached chunk's block unmaps it at once, and unmap does not wait
-     * for queued work: memory released at once under the one-stream rule may
-     * still be in use by the default stream (see Note [Stream-ordered free]). */
-    if (need > spare && S->released_synced < S->released_at_once)
-        return LMS_NOT_READY; /* the caller syncs the default stream and retries */
-    if (need == 0) {
-        for (size_t c = first; c < first + n; c++)
-            cached_remove(c);
-        return LMS_OK;
-    }
-    /* which chunks this call maps, for the undo; grown only for a longer run
-     * than any before, so the allocation path does not allocate */
-    if (!grow((void **)&S->mapped_here, &S->capmapped, n, sizeof *S->mapped_here))
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_malloc: no host memory");
-    bool *mapped_here = S->mapped_here;
-    memset(mapped_here, 0, n * sizeof *mapped_here);
-    for (size_t c = first; c < first + n; c++) /* not victims for take_block */
-        if (S->block[c] != 0)
-            cached_remove(c);
-    lms_status_t st = LMS_OK;
-    for (size_t c = first; c < first + n && st == LMS_OK; c++) {
-        if (S->block[c] != 0)
-            continue;
-        dev_block_t b;
-        st = take_block(&b);
-        if (st == LMS_OK && (st = dev_map(S->dev, chunk_addr(c), b)) != LMS_OK)
-            S->pool[S->npool++] = b;
-        if (st == LMS_OK) {
-            S->block[c] = b;
-            mapped_here[c - first] = true;
-        }
-    }
-    /* the whole run is mapped now: one set_access for all of it (repeating
-     * it on chunks that had access already is harmless) */
-    if (st == LMS_OK)
-        st = dev_set_access(S->dev, chunk_addr(first), n * S->chunk);
-    if (st != LMS_OK) {
-        unback(first, n, mapped_here);
-        for (size_t c = first; c < first + n; c++)
-            if (S->block[c] != 0)
-                cached_add(c);
-    }
-    return st;
-}
-
-/* alloc/ freed chunks [first, first + n): they stay backed, as cached.
- * Invariant: a cached chunk is mapped and free in alloc/. */
-static void chunks_freed(alloc_chunks_t freed)
-{
-    for (size_t c = freed.first; c < freed.first + freed.n; c++)
-        cached_add(c);
-}
+char *swap_fmt(uint64_t bytes, char *buf) { return base_format_size(bytes, buf, 32); }
 
 /* ---- streams and fences -------------------------------------------------------- */
 
@@ -291,7 +115,7 @@ static stream_t *find_stream(lms_stream_t handle)
     if (h == 0)
         return S->streams[0];
     size_t i = (h & 0xffff) - 1;
-    if ((h >> 16 & 0xffff) != 0 || i >= S->nstreams || S->streams[i] == NULL || i == 0 || S->generation[i] != h >> 32)
+    if ((h >> 16 & 0xffff) != 0 || i >= S->nstreams || S->streams[i] == NULL || i == 0 || S->generation_of[i] != h >> 32)
         return NULL;
     return S->streams[i];
 }
@@ -306,18 +130,12 @@ static lms_status_t fence(stream_t *s)
 {
     if (s->unfenced_bytes == 0)
         return LMS_OK;
-    /* room first, so that an event never has nowhere to go back to */
-    if (!grow((void **)&s->fences, &s->capfences, s->nfences + 1, sizeof *s->fences) ||
-        !grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events))
+    if (!swap_grow((void **)&s->fences, &s->capfences, s->nfences + 1, sizeof *s->fences))
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory for a fence");
     dev_event_t *e;
-    lms_status_t st = LMS_OK;
-    if (S->nevents > 0)
-        e = S->events[--S->nevents];
-    else
-        st = dev_event_create(S->dev, &e);
+    lms_status_t st = swap_event(&e);
     if (st == LMS_OK && (st = dev_event_record(S->dev, e, s->dev)) != LMS_OK)
-        S->events[S->nevents++] = e;
+        swap_recycle_event(e);
     if (st != LMS_OK)
         return st;
     s->fences[s->nfences++] = (fence_t){e, s->epoch};
@@ -326,16 +144,26 @@ static lms_status_t fence(stream_t *s)
     return LMS_OK;
 }
 
-/* Puts a collected fence's event back for reuse. While a thread waits on
+/* An unused event: from the pool, or new. */
+lms_status_t swap_event(dev_event_t **out)
+{
+    if (S->nevents > 0) {
+        *out = S->events[--S->nevents];
+        return LMS_OK;
+    }
+    return dev_event_create(S->dev, out);
+}
+
+/* Puts an event whose record is done with back for reuse. While a thread waits on
  * fence events with the lock dropped, none may be re-recorded (it would wait
  * for unrelated work) or destroyed: they wait on the retired list, or, if even
  * that cannot grow, stay unused until shutdown closes the device. */
-static void recycle_event(dev_event_t *e)
+void swap_recycle_event(dev_event_t *e)
 {
     if (S->waiters > 0) {
-        if (grow((void **)&S->retired, &S->capretired, S->nretired + 1, sizeof *S->retired))
+        if (swap_grow((void **)&S->retired, &S->capretired, S->nretired + 1, sizeof *S->retired))
             S->retired[S->nretired++] = e;
-    } else if (grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events)) {
+    } else if (swap_grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events)) {
         S->events[S->nevents++] = e;
     } else {
         dev_event_destroy(S->dev, e);
@@ -344,27 +172,29 @@ static void recycle_event(dev_event_t *e)
 
 /* Waits for e with the lock dropped (the caller holds it, and must look up
  * whatever it held pointers to again afterwards). */
-static void wait_unlocked(dev_event_t *e)
+void swap_wait_unlocked(dev_event_t *e)
 {
     dev_device_t *dev = S->dev;
     S->waiters++;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&swap_lock);
     (void)dev_event_synchronize(dev, e); /* an error shows again in the next query */
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&swap_lock);
     if (--S->waiters == 0)
         while (S->nretired > 0)
-            recycle_event(S->retired[--S->nretired]);
+            swap_recycle_event(S->retired[--S->nretired]);
 }
 
 /* Waits until the default stream has finished what was queued when the
- * frees released at once so far were made (see back_chunks). */
-static lms_status_t sync_released(void)
+ * frees released at once so far were made: until then a block of memory
+ * freed that way must not be taken for another chunk (take_block unmaps, and
+ * unmap does not wait for queued work). */
+lms_status_t swap_sync_released(void)
 {
     uint64_t upto = S->released_at_once;
     lms_status_t st = dev_event_record(S->dev, S->sync_event, S->streams[0]->dev);
     if (st != LMS_OK)
         return st;
-    wait_unlocked(S->sync_event);
+    swap_wait_unlocked(S->sync_event);
     if (S->released_synced < upto)
         S->released_synced = upto;
     return LMS_OK;
@@ -374,7 +204,7 @@ static void release_entry(pending_t *p)
 {
     alloc_chunks_t freed;
     alloc_release(S->alloc, p->offset, &freed);
-    chunks_freed(freed);
+    resid_freed(freed);
 }
 
 /* Releases the entries of s covered by fences whose events have completed
@@ -398,7 +228,7 @@ static lms_status_t collect(stream_t *s, bool wait)
             }
         }
         memmove(&s->fences[0], &s->fences[1], --s->nfences * sizeof *s->fences);
-        recycle_event(f.event);
+        swap_recycle_event(f.event);
     }
     return LMS_OK;
 }
@@ -429,7 +259,7 @@ static void wait_for_fences(void)
         if (S->streams[i] != NULL && S->streams[i]->nfences > 0)
             newest[n++] = S->streams[i]->fences[S->streams[i]->nfences - 1].event;
     for (size_t i = 0; i < n; i++)
-        wait_unlocked(newest[i]);
+        swap_wait_unlocked(newest[i]);
 }
 
 /* A pending entry of s that an allocation of size may take over; the
@@ -465,6 +295,7 @@ void swap_config_from_options(swap_config_t *cfg)
         .va_reserve = o->va_reserve,
         .large_threshold = o->large_threshold,
         .preallocate = o->preallocate != 0,
+        .swap = o->swap != 0,
         .reclaim_low = o->reclaim_low,
         .reclaim_high = o->reclaim_high,
         .stats_at_exit = o->stats != 0,
@@ -496,16 +327,21 @@ static void destroy_state(void)
 {
     if (S == NULL)
         return;
-    dev_close(S->dev); /* drains the streams, unmaps, releases every block */
+    resid_stop();
+    /* the host pool goes first, so no copy may still use it */
+    for (size_t i = 0; i < S->nstreams; i++)
+        if (S->streams[i] != NULL)
+            (void)dev_stream_synchronize(S->dev, S->streams[i]->dev);
+    if (S->h2d != NULL)
+        (void)dev_stream_synchronize(S->dev, S->h2d);
+    if (S->d2h != NULL)
+        (void)dev_stream_synchronize(S->dev, S->d2h);
+    resid_destroy();
+    dev_close(S->dev); /* destroys the streams and events, unmaps, releases every block */
     for (size_t i = 0; i < S->nstreams; i++)
         free_stream(S->streams[i]);
     base_meta_free(S->events);
     base_meta_free(S->retired);
-    base_meta_free(S->mapped_here);
-    base_meta_free(S->pool);
-    base_meta_free(S->cached_pos);
-    base_meta_free(S->cached);
-    base_meta_free(S->block);
     alloc_destroy(S->alloc);
     base_meta_free(S);
     S = NULL;
@@ -517,6 +353,8 @@ static lms_status_t new_stream(stream_t **out)
     if (s == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_stream_create: no host memory");
     lms_status_t st = dev_stream_create(S->dev, DEV_PRIORITY_NORMAL, &s->dev);
+    if (st == LMS_OK && (st = dev_event_create(S->dev, &s->use_event)) != LMS_OK)
+        dev_stream_destroy(S->dev, s->dev);
     if (st != LMS_OK) {
         base_meta_free(s);
         return st;
@@ -525,13 +363,39 @@ static lms_status_t new_stream(stream_t **out)
     return LMS_OK;
 }
 
+static void print_stats(const lms_stats_t *t)
+{
+    char a[32], b[32], c[32], d[32], e[32];
+    fprintf(stderr,
+            "lms stats: %s fetched (%llu chunks), %s evicted (%llu chunks), %llu clean drops, "
+            "%.3f s stalled, peak resident %s of %s, %s on host now, %llu out-of-memory failures\n",
+            swap_fmt(t->bytes_h2d, a), (unsigned long long)t->fetches, swap_fmt(t->bytes_d2h, b),
+            (unsigned long long)t->evictions, (unsigned long long)t->clean_drops,
+            (double)t->stall_ns / 1e9, swap_fmt(t->peak_resident_bytes, c),
+            swap_fmt(t->device_limit, d), swap_fmt(t->host_bytes, e), (unsigned long long)t->ooms);
+}
+
+static void stats_at_exit(void)
+{
+    pthread_mutex_lock(&swap_lock);
+    if (S != NULL && S->cfg.stats_at_exit) {
+        lms_stats_t t;
+        resid_stats(&t);
+        print_stats(&t);
+    }
+    pthread_mutex_unlock(&swap_lock);
+}
+
+static void register_stats_at_exit(void) { atexit(stats_at_exit); }
+
 static lms_status_t init_locked(const swap_config_t *cfg)
 {
-    char a[32], b[32];
+    char a[32], b[32], c[32];
     S = base_meta_calloc(1, sizeof *S);
     if (S == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory");
     S->cfg = *cfg;
+    S->generation = ++generations;
     lms_status_t st = dev_open(&cfg->device, &S->dev);
     if (st != LMS_OK) {
         base_meta_free(S);
@@ -546,16 +410,18 @@ static lms_status_t init_locked(const swap_config_t *cfg)
         limit = free_b - (free_b / 8 < 512 * BASE_MiB ? free_b / 8 : 512 * BASE_MiB);
     if (limit > free_b) {
         base_log(BASE_LOG_WARN, "LMS_DEVICE_LIMIT=%s is more than the device's free memory (%s); using %s",
-                 fmt_size(limit, a), fmt_size(free_b, b), b);
+                 swap_fmt(limit, a), swap_fmt(free_b, b), b);
         limit = free_b;
     }
     S->budget = limit / chunk;
     if (S->budget == 0) {
         st = base_fail(LMS_ERR_INVALID, "lms_init: the device limit %s is less than one chunk (%s)",
-                       fmt_size(limit, a), fmt_size(chunk, b));
+                       swap_fmt(limit, a), swap_fmt(chunk, b));
         goto fail;
     }
-    S->host_limit = cfg->host_limit ? cfg->host_limit : default_host_limit(S->dev->info.host_numa_node);
+    S->host_limit = !cfg->swap      ? 0
+                    : cfg->host_limit ? cfg->host_limit
+                                      : default_host_limit(S->dev->info.host_numa_node);
     size_t va = cfg->va_reserve ? cfg->va_reserve : 4 * (S->budget * chunk + S->host_limit);
     va = (va + chunk - 1) / chunk * chunk;
     if (va < S->budget * chunk)
@@ -570,14 +436,9 @@ static lms_status_t init_locked(const swap_config_t *cfg)
                          .large_threshold = cfg->large_threshold};
     if ((st = alloc_create(&ac, &S->alloc)) != LMS_OK)
         goto fail;
-    S->block = base_meta_calloc(S->nchunks, sizeof *S->block);
-    S->cached = base_meta_calloc(S->nchunks, sizeof *S->cached);
-    S->cached_pos = base_meta_calloc(S->nchunks, sizeof *S->cached_pos);
-    S->pool = base_meta_calloc(S->budget, sizeof *S->pool);
-    if (!S->block || !S->cached || !S->cached_pos || !S->pool) {
-        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory for %zu chunks", S->nchunks);
+    S->capacity = S->budget + S->host_limit / chunk;
+    if ((st = resid_init()) != LMS_OK)
         goto fail;
-    }
     S->flush_bytes = S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
     if ((st = new_stream(&S->streams[0])) != LMS_OK)
         goto fail;
@@ -589,9 +450,15 @@ static lms_status_t init_locked(const swap_config_t *cfg)
             S->npool--;
             goto fail;
         }
-    base_log(BASE_LOG_INFO, "%s device %s: limit %s, %s reserved at 0x%llx", S->dev->info.backend,
-             S->dev->info.name, fmt_size(S->budget * chunk, a), fmt_size(va, b),
-             (unsigned long long)S->base);
+    base_log(BASE_LOG_INFO, "%s device %s: limit %s, host limit %s, %s reserved at 0x%llx",
+             S->dev->info.backend, S->dev->info.name, swap_fmt(S->budget * chunk, a),
+             swap_fmt(S->host_limit, c), swap_fmt(va, b), (unsigned long long)S->base);
+    if (cfg->swap)
+        resid_start();
+    if (cfg->stats_at_exit) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, register_stats_at_exit);
+    }
     return LMS_OK;
 fail:
     destroy_state();
@@ -610,9 +477,9 @@ static lms_status_t ensure(void)
 
 lms_status_t lms_init(void)
 {
-    pthread_mutex_lock(&lock);
+    enter();
     lms_status_t st = ensure();
-    pthread_mutex_unlock(&lock);
+    leave();
     return st;
 }
 
@@ -620,18 +487,18 @@ lms_status_t swap_init(const swap_config_t *cfg)
 {
     if (cfg == NULL)
         return base_fail(LMS_ERR_INVALID, "swap_init: NULL config");
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&swap_lock);
     lms_status_t st = S != NULL ? base_fail(LMS_ERR_INVALID, "swap_init: lms is initialized already")
                                 : init_locked(cfg);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&swap_lock);
     return st;
 }
 
 lms_status_t lms_shutdown(void)
 {
-    pthread_mutex_lock(&lock);
+    enter();
     destroy_state();
-    pthread_mutex_unlock(&lock);
+    leave();
     return LMS_OK;
 }
 
@@ -641,27 +508,47 @@ static lms_status_t out_of_memory(size_t size, const char *why)
 {
     alloc_usage_t u;
     alloc_usage(S->alloc, &u);
-    size_t limit = S->budget * S->chunk, used = u.used_chunks * S->chunk;
-    char req[32], live[32], fr[32], lim[32];
+    lms_stats_t t;
+    resid_stats(&t);
+    char req[32], live[32], fr[32], res[32], host[32], pin[32], lim[32], hlim[32];
+    size_t room = u.used_chunks < S->capacity ? (S->capacity - u.used_chunks) * S->chunk : 0;
+    S->stats.ooms++;
     return base_fail(LMS_ERR_OUT_OF_MEMORY,
-                     "lms_malloc(%s): out of device memory: %s allocated in %zu allocations, %s "
-                     "free of the %s limit%s%s. Raise LMS_DEVICE_LIMIT, or free memory",
-                     fmt_size(size, req), fmt_size(u.live_bytes, live), u.live_count,
-                     fmt_size(limit > used ? limit - used : 0, fr), fmt_size(limit, lim),
-                     why ? ": " : "", why ? why : "");
+                     "lms_malloc(%s): out of memory: %s allocated in %zu allocations, %s free; "
+                     "%s resident of the %s device limit, %s on host of the %s host limit%s, "
+                     "%s pinned%s%s. %s, or free memory",
+                     swap_fmt(size, req), swap_fmt(u.live_bytes, live), u.live_count,
+                     swap_fmt(room, fr), swap_fmt(t.resident_bytes, res), swap_fmt(t.device_limit, lim),
+                     swap_fmt(t.host_bytes, host), swap_fmt(t.host_limit, hlim),
+                     S->cfg.swap ? "" : " (LMS_SWAP=0)", swap_fmt(t.pinned_bytes, pin),
+                     why ? ": " : "", why ? why : "",
+                     S->cfg.swap ? "Raise LMS_HOST_LIMIT or LMS_DEVICE_LIMIT" : "Raise LMS_DEVICE_LIMIT");
 }
 
-/* Places size bytes and backs them; on failure nothing changed. */
+/* Places size bytes, within the capacity (device plus host chunks: whatever
+ * is allocated must have somewhere to be); on failure nothing changed. */
 static lms_status_t place(size_t size, size_t *offset)
 {
     alloc_chunks_t used;
     lms_status_t st = alloc_place(S->alloc, size, offset, &used);
     if (st != LMS_OK)
         return st;
-    st = back_chunks(used.first, used.n);
-    if (st != LMS_OK) { /* back_chunks left the chunks as they were, cached or not */
+    alloc_usage_t u;
+    alloc_usage(S->alloc, &u);
+    if (u.used_chunks > S->capacity) {
         alloc_chunks_t freed;
         alloc_unplace(S->alloc, *offset, &freed);
+        return LMS_ERR_OUT_OF_MEMORY; /* the caller writes the message */
+    }
+    resid_placed(used);
+    if (!S->cfg.swap && used.n > 0) { /* a hard limit: backed now, like cudaMalloc */
+        lms_range_t r = {(void *)(uintptr_t)(S->base + used.first * S->chunk), used.n * S->chunk,
+                         LMS_OVERWRITE};
+        if ((st = resid_back("lms_malloc", &r, 1, NULL, 0, 0)) != LMS_OK) {
+            alloc_chunks_t freed;
+            alloc_unplace(S->alloc, *offset, &freed);
+            resid_freed(freed);
+        }
     }
     return st;
 }
@@ -671,7 +558,7 @@ lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
     if (ptr == NULL)
         return base_fail(LMS_ERR_INVALID, "lms_malloc: ptr is NULL");
     *ptr = NULL;
-    pthread_mutex_lock(&lock);
+    enter();
     lms_status_t st = ensure();
     stream_t *s = st == LMS_OK ? find_stream(stream) : NULL;
     if (st == LMS_OK && s == NULL)
@@ -690,33 +577,25 @@ lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
     /* Space released by completed fences first; then fence every stream and
      * take what has completed; last, wait for the fences (without the lock,
      * so other threads go on meanwhile). */
-    for (int attempt = 0, syncs = 0; attempt < 3;) {
+    for (int attempt = 0; attempt < 3; attempt++) {
         if (attempt == 2)
             wait_for_fences();
         lms_status_t collected = collect_all(attempt > 0, false);
         for (alloc_chunks_t freed; attempt > 0 && alloc_trim_one(S->alloc, &freed);)
-            chunks_freed(freed); /* kept empty slabs */
+            resid_freed(freed); /* kept empty slabs */
         st = place(size, &offset);
-        if (st == LMS_NOT_READY && syncs++ < 100) { /* see back_chunks */
-            if ((st = sync_released()) != LMS_OK)
-                break;
-            continue;
-        }
         if (st == LMS_ERR_OUT_OF_MEMORY && collected != LMS_OK)
             st = collected; /* the reason more could not be freed */
         if (st != LMS_ERR_OUT_OF_MEMORY)
             break;
-        attempt++;
     }
-    if (st == LMS_NOT_READY) /* the default stream never caught up: give up */
-        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "the default stream's work did not finish");
     if (st == LMS_OK)
         *ptr = (void *)(uintptr_t)(S->base + offset);
     else if (st == LMS_ERR_OUT_OF_MEMORY)
         st = out_of_memory(size, lms_last_error()[0] && strstr(lms_last_error(), "LMS_VA_RESERVE")
                                      ? lms_last_error() : NULL);
 out:
-    pthread_mutex_unlock(&lock);
+    leave();
     return st;
 }
 
@@ -734,7 +613,7 @@ lms_status_t lms_free(void *ptr, lms_stream_t stream)
 {
     if (ptr == NULL)
         return LMS_OK;
-    pthread_mutex_lock(&lock);
+    enter();
     lms_status_t st = LMS_OK;
     stream_t *s = S != NULL ? find_stream(stream) : NULL;
     size_t offset = 0, size = 0;
@@ -756,24 +635,26 @@ lms_status_t lms_free(void *ptr, lms_stream_t stream)
     if (S->live_streams == 1) { /* see Note [Stream-ordered free] */
         alloc_chunks_t freed;
         alloc_release(S->alloc, offset, &freed);
-        chunks_freed(freed);
+        resid_freed(freed);
         S->released_at_once++;
         goto out;
     }
-    int cls = alloc_class_of(S->alloc, size);
+    int cls = alloc_class_at(S->alloc, offset);
     deque_t *d = cls >= 0 ? &s->small[cls] : &s->large;
     if (!dq_push(d, (pending_t){offset, size, s->epoch})) {
         alloc_revive(S->alloc, offset, size);
         st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_free(%p): no host memory to queue it", ptr);
         goto out;
     }
+    if (cls < 0) /* its chunks are its own: their data is dead, never copied out */
+        resid_dead((alloc_chunks_t){offset / S->chunk, (size + S->chunk - 1) / S->chunk});
     s->unfenced_bytes += size;
     /* Let a stream that frees much give its memory back to everyone. A fence
      * that cannot be recorded now is recorded when an allocation runs short. */
     if (s->unfenced_bytes >= S->flush_bytes && fence(s) != LMS_OK)
         base_log(BASE_LOG_DEBUG, "lms_free: fence deferred: %s", lms_last_error());
 out:
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&swap_lock);
     return st;
 }
 
@@ -781,7 +662,7 @@ lms_status_t lms_allocation_of(const void *ptr, void **base, size_t *size)
 {
     if (base == NULL || size == NULL)
         return base_fail(LMS_ERR_INVALID, "lms_allocation_of: NULL output");
-    pthread_mutex_lock(&lock);
+    enter();
     size_t offset, b;
     lms_status_t st = offset_of(ptr, &offset) ? alloc_find(S->alloc, offset, &b, size)
                                               : base_fail(LMS_ERR_INVALID,
@@ -789,7 +670,7 @@ lms_status_t lms_allocation_of(const void *ptr, void **base, size_t *size)
                                                           ptr);
     if (st == LMS_OK)
         *base = (void *)(uintptr_t)(S->base + b);
-    pthread_mutex_unlock(&lock);
+    leave();
     return st;
 }
 
@@ -797,16 +678,17 @@ lms_status_t lms_memory_info(size_t *free_bytes, size_t *total_bytes)
 {
     if (free_bytes == NULL || total_bytes == NULL)
         return base_fail(LMS_ERR_INVALID, "lms_memory_info: NULL output");
-    pthread_mutex_lock(&lock);
+    enter();
     lms_status_t st = ensure();
     if (st == LMS_OK) {
         alloc_usage_t u;
         alloc_usage(S->alloc, &u);
-        size_t limit = S->budget * S->chunk, used = u.used_chunks * S->chunk;
+        size_t limit = S->budget * S->chunk;
+        size_t room = u.used_chunks < S->capacity ? (S->capacity - u.used_chunks) * S->chunk : 0;
         *total_bytes = limit;
-        *free_bytes = limit > used ? limit - used : 0;
+        *free_bytes = room < limit ? room : limit;
     }
-    pthread_mutex_unlock(&lock);
+    leave();
     return st;
 }
 
@@ -816,7 +698,7 @@ lms_status_t lms_memory_info(size_t *free_bytes, size_t *total_bytes)
  * queued so far (see Note [Stream-ordered free]). */
 static lms_status_t order_after_all(stream_t *s)
 {
-    if (!grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events))
+    if (!swap_grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events))
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_stream_create: no host memory");
     dev_event_t *e;
     lms_status_t st = LMS_OK;
@@ -836,7 +718,7 @@ lms_status_t lms_stream_create(lms_stream_t *out)
 {
     if (out == NULL)
         return base_fail(LMS_ERR_INVALID, "lms_stream_create: NULL output");
-    pthread_mutex_lock(&lock);
+    enter();
     lms_status_t st = ensure();
     size_t i = 1;
     while (st == LMS_OK && i < S->nstreams && S->streams[i] != NULL)
@@ -853,15 +735,15 @@ lms_status_t lms_stream_create(lms_stream_t *out)
         S->live_streams++;
         if (i == S->nstreams)
             S->nstreams++;
-        *out = (lms_stream_t)(uintptr_t)((uintptr_t)S->generation[i] << 32 | (i + 1));
+        *out = (lms_stream_t)(uintptr_t)((uintptr_t)S->generation_of[i] << 32 | (i + 1));
     }
-    pthread_mutex_unlock(&lock);
+    leave();
     return st;
 }
 
 lms_status_t lms_stream_destroy(lms_stream_t stream)
 {
-    pthread_mutex_lock(&lock);
+    enter();
     stream_t *s = S != NULL && stream != NULL ? find_stream(stream) : NULL;
     lms_status_t st = stream == NULL ? base_fail(LMS_ERR_INVALID,
                                                  "lms_stream_destroy: the default stream stays")
@@ -872,7 +754,7 @@ lms_status_t lms_stream_destroy(lms_stream_t stream)
     for (int round = 0; st == LMS_OK && round < 100; round++) {
         if ((st = fence(s)) != LMS_OK || s->nfences == 0)
             break;
-        wait_unlocked(s->fences[s->nfences - 1].event);
+        swap_wait_unlocked(s->fences[s->nfences - 1].event);
         if ((s = find_stream(stream)) == NULL)
             st = bad_stream("lms_stream_destroy", stream); /* destroyed meanwhile */
         else
@@ -880,48 +762,119 @@ lms_status_t lms_stream_destroy(lms_stream_t stream)
     }
     if (st == LMS_OK && s->nfences > 0)
         st = base_fail(LMS_ERR_DEVICE, "lms_stream_destroy: frees keep arriving on the stream");
+    /* and every other piece of its work: evictions of chunks it used wait
+     * for its work through its slot, which will be gone */
+    dev_event_t *e = NULL;
+    if (st == LMS_OK && (st = swap_event(&e)) == LMS_OK &&
+        (st = dev_event_record(S->dev, e, s->dev)) == LMS_OK) {
+        swap_wait_unlocked(e);
+        if ((s = find_stream(stream)) == NULL)
+            st = bad_stream("lms_stream_destroy", stream);
+    }
+    if (e != NULL)
+        swap_recycle_event(e);
     if (st == LMS_OK)
         st = dev_stream_destroy(S->dev, s->dev);
     if (st == LMS_OK) {
         size_t i = ((uintptr_t)stream & 0xffff) - 1;
+        (void)dev_event_destroy(S->dev, s->use_event);
         free_stream(s);
         S->streams[i] = NULL;
-        S->generation[i]++;
+        S->generation_of[i]++;
         S->live_streams--;
     }
-    pthread_mutex_unlock(&lock);
+    leave();
     return st;
 }
 
 lms_status_t lms_stream_synchronize(lms_stream_t stream)
 {
-    pthread_mutex_lock(&lock);
+    enter();
     lms_status_t st = ensure();
     stream_t *s = st == LMS_OK ? find_stream(stream) : NULL;
     dev_device_t *dev = S != NULL ? S->dev : NULL;
     dev_stream_t *ds = s != NULL ? s->dev : NULL;
     if (st == LMS_OK && s == NULL)
         st = bad_stream("lms_stream_synchronize", stream);
-    pthread_mutex_unlock(&lock);
+    leave();
     return st != LMS_OK ? st : dev_stream_synchronize(dev, ds); /* without the lock */
+}
+
+/* ---- residency ----------------------------------------------------------------- */
+
+static int slot_of(lms_stream_t handle) { return handle == NULL ? 0 : (int)(((uintptr_t)handle & 0xffff) - 1); }
+
+lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t stream)
+{
+    if (ranges == NULL || n == 0)
+        return base_fail(LMS_ERR_INVALID, "lms_access_many: no ranges");
+    enter();
+    lms_status_t st = ensure();
+    stream_t *s = st == LMS_OK ? find_stream(stream) : NULL;
+    if (st == LMS_OK && s == NULL)
+        st = bad_stream("lms_access", stream);
+    if (st == LMS_OK)
+        st = resid_access("lms_access", ranges, n, s, slot_of(stream), 0);
+    leave();
+    return st;
+}
+
+lms_status_t lms_access(const void *ptr, size_t bytes, lms_access_mode_t mode, lms_stream_t stream)
+{
+    lms_range_t r = {ptr, bytes, mode};
+    return lms_access_many(&r, 1, stream);
+}
+
+lms_status_t lms_pin(const void *ptr, size_t bytes)
+{
+    enter();
+    lms_status_t st = ensure();
+    lms_range_t r = {ptr, bytes, LMS_WRITE};
+    if (st == LMS_OK)
+        st = resid_access("lms_pin", &r, 1, NULL, 0, 1);
+    leave();
+    return st;
+}
+
+lms_status_t lms_unpin(const void *ptr, size_t bytes)
+{
+    enter();
+    lms_status_t st = ensure();
+    lms_range_t r = {ptr, bytes, LMS_WRITE};
+    if (st == LMS_OK)
+        st = resid_unpin(&r);
+    leave();
+    return st;
+}
+
+lms_status_t lms_stats(lms_stats_t *out)
+{
+    if (out == NULL)
+        return base_fail(LMS_ERR_INVALID, "lms_stats: NULL output");
+    enter();
+    lms_status_t st = ensure();
+    if (st == LMS_OK)
+        resid_stats(out);
+    leave();
+    return st;
 }
 
 /* ---- swap.h --------------------------------------------------------------------- */
 
 dev_device_t *swap_device(void)
 {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&swap_lock);
     dev_device_t *dev = S != NULL ? S->dev : NULL;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&swap_lock);
     return dev;
 }
 
 dev_stream_t *swap_stream(lms_stream_t handle)
 {
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&swap_lock);
     stream_t *s = S != NULL ? find_stream(handle) : NULL;
     dev_stream_t *ds = s != NULL ? s->dev : NULL;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&swap_lock);
     return ds;
 }
 
@@ -929,10 +882,10 @@ lms_status_t swap_layout(swap_layout_t *out)
 {
     if (out == NULL)
         return base_fail(LMS_ERR_INVALID, "swap_layout: NULL output");
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&swap_lock);
     lms_status_t st = ensure();
     if (st == LMS_OK)
         *out = (swap_layout_t){S->base, S->va_size, S->chunk, S->budget * S->chunk};
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&swap_lock);
     return st;
 }

@@ -1,2 +1,1028 @@
-/* swap/residency.c — being written */
-#include "swap/swap.h"
+/*
+ * swap/residency.c — which chunk is where: the block pool, fetch and evict,
+ * access windows, pins, and the reclaim thread. See internal.h; the caller
+ * holds swap_lock in every function here unless it says otherwise.
+ *
+ * Note [Chunk states]
+ *   UNBACKED  no block, no data worth keeping (never touched, or freed).
+ *   RESIDENT  mapped on a block. `clean`: the host copy (hext) is current, so
+ *             evicting it needs no copy. A free RESIDENT chunk is "cached".
+ *   EVICTING  its D2H copy (or, when clean, the point after its last work)
+ *             is queued on the d2h stream; unmapped once that is done.
+ *   HOST      no block; its data is in the host copy.
+ *   FETCHING  mapped, its H2D copy queued on the h2d stream; users wait on
+ *             the copy's event.
+ * While `xfer` is set a copy still reads or writes the chunk's memory or its
+ * host copy: the chunk is not unmapped and its host copy is not freed (those
+ * wait for the copy, see complete()), and a new user waits for an H2D.
+ * A chunk touched while EVICTING becomes RESIDENT again at once; the copy
+ * finishes and either becomes its host copy (read) or is dropped (write).
+ * A freed chunk is dropped in any state, never copied.
+ *
+ * Note [Access windows]
+ * lms_access makes a range resident for the work the calling thread enqueues
+ * next. Until that work is enqueued, recording an event on the stream would
+ * not cover it, so the chunks are "held": not evictable. The hold ends at the
+ * thread's next lms call (resid_close_window): by then the work is queued,
+ * and an eviction records an event on each stream that used the chunk and
+ * makes the d2h stream wait for it, so the copy and the unmap come after the
+ * work. Holds are counted per chunk; a thread's open window lists its chunks.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "swap/internal.h"
+
+#define MAX_RUN 64 /* chunks evicted in one copy */
+#define ALL_STREAMS UINT64_MAX
+
+/* ---- the calling thread's access window ---------------------------------- */
+
+typedef struct window {
+    uint64_t generation; /* of the state its holds belong to */
+    uint32_t *chunks;
+    size_t n, cap;
+} window_t;
+
+static __thread window_t W;
+static pthread_key_t window_key;
+static pthread_once_t window_once = PTHREAD_ONCE_INIT;
+
+static void window_exit(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&swap_lock);
+    resid_close_window();
+    pthread_mutex_unlock(&swap_lock);
+    base_meta_free(W.chunks);
+    W = (window_t){0};
+}
+
+static void window_key_create(void) { (void)pthread_key_create(&window_key, window_exit); }
+
+bool resid_window_open(void) { return W.n > 0; }
+
+void resid_close_window(void)
+{
+    if (S != NULL && W.generation == S->generation && W.n > 0) {
+        for (size_t i = 0; i < W.n; i++)
+            S->ch[W.chunks[i]].holds--;
+        S->holds_total -= W.n;
+        if (S->hold_waiters > 0)
+            pthread_cond_broadcast(&S->unheld);
+    }
+    W.n = 0;
+}
+
+/* Room for n more chunks in the window, so that holding cannot fail. */
+static bool window_reserve(size_t n)
+{
+    if (W.cap == 0) { /* first use on this thread: close it at thread exit */
+        pthread_once(&window_once, window_key_create);
+        (void)pthread_setspecific(window_key, &W);
+    }
+    return swap_grow((void **)&W.chunks, &W.cap, W.n + n, sizeof *W.chunks);
+}
+
+/* ---- the LRU list of allocated chunks with a block ------------------------ */
+
+static void lru_remove(size_t c)
+{
+    chunk_t *k = &S->ch[c];
+    if (!k->on_lru)
+        return;
+    if (k->lru_prev != NO_CHUNK)
+        S->ch[k->lru_prev].lru_next = k->lru_next;
+    else
+        S->lru_head = k->lru_next;
+    if (k->lru_next != NO_CHUNK)
+        S->ch[k->lru_next].lru_prev = k->lru_prev;
+    else
+        S->lru_tail = k->lru_prev;
+    k->on_lru = false;
+}
+
+static void lru_touch(size_t c) /* to the most recent end */
+{
+    lru_remove(c);
+    chunk_t *k = &S->ch[c];
+    k->lru_prev = S->lru_tail;
+    k->lru_next = NO_CHUNK;
+    if (S->lru_tail != NO_CHUNK)
+        S->ch[S->lru_tail].lru_next = (uint32_t)c;
+    else
+        S->lru_head = (uint32_t)c;
+    S->lru_tail = (uint32_t)c;
+    k->on_lru = true;
+}
+
+/* ---- host copies ---------------------------------------------------------- */
+
+static void drop_host(size_t c)
+{
+    chunk_t *k = &S->ch[c];
+    if (k->hext == NULL)
+        return;
+    if (k->xfer != NULL) { /* a copy still uses it: complete() drops it */
+        k->drop_host = true;
+        return;
+    }
+    if (--k->hext->refs == 0) {
+        hostpool_free(S->host, k->hext->base);
+        base_meta_free(k->hext);
+    }
+    k->hext = NULL;
+    k->clean = false;
+    S->host_chunks--;
+}
+
+static char *host_of(size_t c) { return S->ch[c].hext->base + (size_t)S->ch[c].hidx * S->chunk; }
+
+/* Frees the host copies of clean resident chunks until `bytes` fit in the
+ * pool without growing it, or none is left. */
+static bool drop_clean_copies(size_t bytes)
+{
+    void *p;
+    for (size_t c = 0; c < S->nchunks; c++) {
+        chunk_t *k = &S->ch[c];
+        if (k->state == RESIDENT && k->hext != NULL && k->xfer == NULL && k->hext->refs == 1) {
+            drop_host(c);
+            if (hostpool_alloc(S->host, bytes, false, &p) == LMS_OK) {
+                hostpool_free(S->host, p);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* A host extent for n chunks: without growing the pool if it can be helped
+ * (growing registers memory, which may synchronize the device). */
+static lms_status_t host_extent(size_t n, hostext_t **out)
+{
+    if (S->host == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: swapping is off (LMS_SWAP=0)");
+    hostext_t *e = base_meta_alloc(sizeof *e);
+    if (e == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: no host memory for metadata");
+    void *p = NULL;
+    size_t bytes = n * S->chunk;
+    lms_status_t st = hostpool_alloc(S->host, bytes, false, &p);
+    if (st != LMS_OK && drop_clean_copies(bytes))
+        st = hostpool_alloc(S->host, bytes, false, &p);
+    if (st != LMS_OK) {
+        base_log(BASE_LOG_DEBUG, "lms: growing the host pool on the swap path");
+        st = hostpool_alloc(S->host, bytes, true, &p);
+    }
+    if (st != LMS_OK) {
+        base_meta_free(e);
+        return st;
+    }
+    *e = (hostext_t){p, (uint32_t)n};
+    *out = e;
+    return LMS_OK;
+}
+
+/* ---- the block pool and the cached chunks ---------------------------------- */
+
+static void cached_add(size_t c)
+{
+    S->cached[S->ncached++] = (uint32_t)c;
+    S->cached_pos[c] = (uint32_t)S->ncached;
+}
+
+static void cached_remove(size_t c)
+{
+    size_t i = S->cached_pos[c] - 1;
+    uint32_t last = S->cached[--S->ncached];
+    S->cached[i] = last;
+    S->cached_pos[last] = (uint32_t)i + 1;
+    S->cached_pos[c] = 0;
+}
+
+/* Blocks that can be had without evicting anything. */
+static size_t free_blocks(void) { return S->npool + (S->budget - S->created) + S->ncached; }
+
+static void set_resident(size_t c, dev_block_t b)
+{
+    S->ch[c].block = b;
+    S->ch[c].state = RESIDENT;
+    S->ch[c].clean = false;
+    if (++S->resident * S->chunk > S->stats.peak_resident_bytes)
+        S->stats.peak_resident_bytes = S->resident * S->chunk;
+}
+
+static void set_unbacked(size_t c, uint8_t state)
+{
+    S->pool[S->npool++] = S->ch[c].block;
+    S->ch[c].block = 0;
+    S->ch[c].state = state;
+    S->resident--;
+}
+
+/* A block: from the pool, newly created within the budget, or taken from a
+ * cached chunk with no copy in flight (unmapped for it). The caller made sure
+ * one exists (free_blocks) and that no queued work can still touch a cached
+ * chunk (see swap_sync_released). */
+static lms_status_t take_block(dev_block_t *out)
+{
+    if (S->npool > 0) {
+        *out = S->pool[--S->npool];
+        return LMS_OK;
+    }
+    if (S->created < S->budget) {
+        lms_status_t st = dev_block_create(S->dev, out);
+        if (st == LMS_OK)
+            S->created++;
+        return st;
+    }
+    for (size_t i = 0; i < S->ncached; i++) {
+        size_t victim = S->cached[i];
+        if (S->ch[victim].xfer != NULL)
+            continue;
+        lms_status_t st = dev_unmap(S->dev, chunk_addr(victim), S->chunk);
+        if (st != LMS_OK)
+            return st;
+        cached_remove(victim);
+        drop_host(victim);
+        set_unbacked(victim, UNBACKED);
+        *out = S->pool[--S->npool];
+        return LMS_OK;
+    }
+    return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: no free device block");
+}
+
+/* ---- copies in flight ------------------------------------------------------- */
+
+static lms_status_t new_xfer(size_t first, size_t n, bool d2h, dev_stream_t *on, xfer_t **out)
+{
+    xfer_t *x = base_meta_alloc(sizeof *x);
+    if (x == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: no host memory for metadata");
+    lms_status_t st = swap_event(&x->event);
+    if (st == LMS_OK && (st = dev_event_record(S->dev, x->event, on)) != LMS_OK)
+        swap_recycle_event(x->event);
+    if (st != LMS_OK) {
+        base_meta_free(x);
+        return st;
+    }
+    x->next = NULL;
+    x->first = first;
+    x->n = n;
+    x->d2h = d2h;
+    int dir = d2h;
+    if (S->xfers_tail[dir] != NULL)
+        S->xfers_tail[dir]->next = x;
+    else
+        S->xfers[dir] = x;
+    S->xfers_tail[dir] = x;
+    *out = x;
+    return LMS_OK;
+}
+
+/* The copy x (NULL: one already waited for) has finished: settle the chunks
+ * of [first, first + n) it covered. */
+static void settle(size_t first, size_t n, xfer_t *x)
+{
+    for (size_t c = first; c < first + n; c++) {
+        chunk_t *k = &S->ch[c];
+        if (k->xfer != x)
+            continue;
+        k->xfer = NULL;
+        if (k->state == FETCHING)
+            k->state = RESIDENT;
+        if (k->state == RESIDENT && !k->free)
+            k->clean = k->hext != NULL && !k->drop_host;
+        if (k->drop_host || (k->free && k->hext != NULL)) {
+            k->drop_host = false;
+            drop_host(c);
+        }
+    }
+    /* unmap the chunks whose eviction this was, a run at a time */
+    for (size_t c = first; c < first + n;) {
+        if (S->ch[c].state != EVICTING || S->ch[c].xfer != NULL) {
+            c++;
+            continue;
+        }
+        size_t end = c + 1;
+        while (end < first + n && S->ch[end].state == EVICTING && S->ch[end].xfer == NULL)
+            end++;
+        lms_status_t st = dev_unmap(S->dev, chunk_addr(c), (end - c) * S->chunk);
+        for (; c < end; c++) {
+            S->evicting--;
+            if (st == LMS_OK) {
+                set_unbacked(c, S->ch[c].hext != NULL ? HOST : UNBACKED);
+            } else { /* still mapped: it stays, with its now-current copy */
+                S->ch[c].state = RESIDENT;
+                S->ch[c].clean = true;
+                lru_touch(c);
+            }
+        }
+        if (st != LMS_OK)
+            base_log(BASE_LOG_WARN, "lms: an evicted run stays resident: %s", lms_last_error());
+    }
+}
+
+static void complete(xfer_t *x)
+{
+    settle(x->first, x->n, x);
+    swap_recycle_event(x->event);
+    base_meta_free(x);
+}
+
+/* Settles the copies that have finished. */
+static void progress(void)
+{
+    for (int dir = 0; dir < 2; dir++)
+        while (S->xfers[dir] != NULL) {
+            xfer_t *x = S->xfers[dir];
+            lms_status_t st = dev_event_query(S->dev, x->event);
+            if (st == LMS_NOT_READY)
+                break;
+            if (st != LMS_OK) /* the device failed; nothing will run any more */
+                base_log(BASE_LOG_ERROR, "lms: a copy failed: %s", lms_last_error());
+            S->xfers[dir] = x->next;
+            if (S->xfers[dir] == NULL)
+                S->xfers_tail[dir] = NULL;
+            complete(x);
+        }
+}
+
+/* Waits, lock dropped, for the oldest copy in flight (d2h first); false if
+ * there is none. */
+static bool wait_oldest(void)
+{
+    xfer_t *x = S->xfers[1] != NULL ? S->xfers[1] : S->xfers[0];
+    if (x == NULL)
+        return false;
+    swap_wait_unlocked(x->event);
+    progress();
+    return true;
+}
+
+/* ---- eviction ---------------------------------------------------------------- */
+
+static bool evictable(size_t c)
+{
+    const chunk_t *k = &S->ch[c];
+    return k->state == RESIDENT && k->xfer == NULL && k->holds == 0 && k->pins == 0 && !k->free;
+}
+
+/* Makes the d2h stream wait for the work queued so far on every stream that
+ * used chunks of the mask. */
+static lms_status_t after_last_use(uint64_t mask)
+{
+    for (size_t i = 0; i < S->nstreams; i++) {
+        stream_t *s = S->streams[i];
+        if (s == NULL || !(mask >> (i < 63 ? i : 63) & 1))
+            continue;
+        lms_status_t st = dev_event_record(S->dev, s->use_event, s->dev);
+        if (st == LMS_OK)
+            st = dev_stream_wait_event(S->dev, S->d2h, s->use_event);
+        if (st != LMS_OK)
+            return st;
+    }
+    return LMS_OK;
+}
+
+/* Starts evicting the run [first, first + n) of evictable chunks, all clean
+ * or all dirty. On failure nothing changed. */
+static lms_status_t evict_run(size_t first, size_t n)
+{
+    bool clean = S->ch[first].clean;
+    uint64_t mask = 0;
+    for (size_t c = first; c < first + n; c++)
+        mask |= S->ch[c].streams;
+    lms_status_t st = after_last_use(mask);
+    if (st != LMS_OK)
+        return st;
+    hostext_t *e = NULL;
+    if (!clean) {
+        if ((st = host_extent(n, &e)) != LMS_OK)
+            return st;
+        if ((st = dev_copy_d2h(S->dev, S->d2h, e->base, chunk_addr(first), n * S->chunk)) != LMS_OK) {
+            hostpool_free(S->host, e->base);
+            base_meta_free(e);
+            return st;
+        }
+    }
+    xfer_t *x = NULL;
+    if ((st = new_xfer(first, n, true, S->d2h, &x)) != LMS_OK) {
+        if (e == NULL)
+            return st; /* nothing was queued */
+        /* the copy is queued but cannot be tracked: wait for it here */
+        if (dev_stream_synchronize(S->dev, S->d2h) != LMS_OK) {
+            base_log(BASE_LOG_ERROR, "lms: a host extent is lost: %s", lms_last_error());
+            return st; /* it may still be written: leaked on purpose */
+        }
+    }
+    for (size_t c = first; c < first + n; c++) {
+        chunk_t *k = &S->ch[c];
+        lru_remove(c);
+        if (e != NULL) {
+            k->hext = e;
+            k->hidx = (uint32_t)(c - first);
+            S->host_chunks++;
+        }
+        k->state = EVICTING;
+        k->xfer = x;
+        S->evicting++;
+    }
+    if (clean) {
+        S->stats.clean_drops += n;
+    } else {
+        S->stats.evictions += n;
+        S->stats.bytes_d2h += n * S->chunk;
+    }
+    if (x == NULL) /* waited above */
+        settle(first, n, NULL);
+    return LMS_OK;
+}
+
+/* The longest run around victim v of evictable chunks like it, at most
+ * `want` chunks (and MAX_RUN), sized so that its host extent wastes nothing. */
+static void run_around(size_t v, size_t want, size_t *first, size_t *n)
+{
+    bool clean = S->ch[v].clean;
+    size_t lo = v, hi = v + 1, cap = want < 1 ? 1 : want > MAX_RUN ? MAX_RUN : want;
+    while (hi - lo < cap && hi < S->nchunks && evictable(hi) && S->ch[hi].clean == clean)
+        hi++;
+    while (hi - lo < cap && lo > 0 && evictable(lo - 1) && S->ch[lo - 1].clean == clean)
+        lo--;
+    while (!clean && hi - lo > 1 && hostpool_usable(S->host, (hi - lo) * S->chunk) != (hi - lo) * S->chunk)
+        hi > v + 1 ? hi-- : lo++;
+    *first = lo;
+    *n = hi - lo;
+}
+
+/* Starts evicting about `want` chunks, least recently used first. The number
+ * started, 0 if nothing is evictable; *st says why an eviction failed. */
+static size_t evict_some(size_t want, lms_status_t *st)
+{
+    size_t started = 0;
+    *st = LMS_OK;
+    uint32_t c = S->lru_head;
+    while (c != NO_CHUNK && started < want) {
+        uint32_t next = S->ch[c].lru_next;
+        if (evictable(c)) {
+            size_t first, n;
+            run_around(c, want - started, &first, &n);
+            if ((*st = evict_run(first, n)) != LMS_OK)
+                break;
+            started += n;
+            next = S->lru_head; /* the list changed around c */
+        }
+        c = next;
+    }
+    return started;
+}
+
+/* ---- the reclaim thread -------------------------------------------------------- */
+
+/* Keeps free blocks between the watermarks, the way kswapd keeps free pages,
+ * and the host pool registered ahead of need. Runs with the lock held, except
+ * while it waits. */
+static void *reclaim_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&swap_lock);
+    while (!S->stop) {
+        progress();
+        size_t have = free_blocks() + S->evicting;
+        if (have < S->low) {
+            lms_status_t st;
+            evict_some(S->high - have, &st);
+            if (st != LMS_OK)
+                base_log(BASE_LOG_DEBUG, "lms reclaim: %s", lms_last_error());
+        }
+        hostpool_usage_t hu;
+        hostpool_usage(S->host, &hu);
+        size_t headroom = 2 * S->high * S->chunk;
+        if (hu.registered < hu.limit && hu.registered - hu.allocated < headroom)
+            (void)hostpool_reserve(S->host, headroom);
+        if (S->evicting > 0 && S->xfers[1] != NULL) {
+            wait_oldest();
+            continue;
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 50 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&S->wake, &swap_lock, &until);
+    }
+    pthread_mutex_unlock(&swap_lock);
+    return NULL;
+}
+
+void resid_start(void)
+{
+    if (pthread_create(&S->reclaimer, NULL, reclaim_main, NULL) == 0)
+        S->reclaimer_started = true;
+    else
+        base_log(BASE_LOG_WARN, "lms: no reclaim thread; evictions happen on demand only");
+}
+
+void resid_stop(void)
+{
+    if (!S->reclaimer_started)
+        return;
+    S->stop = true;
+    pthread_cond_signal(&S->wake);
+    pthread_mutex_unlock(&swap_lock);
+    pthread_join(S->reclaimer, NULL);
+    pthread_mutex_lock(&swap_lock);
+    S->reclaimer_started = false;
+}
+
+/* ---- init and teardown ------------------------------------------------------------ */
+
+lms_status_t resid_init(void)
+{
+    size_t chunk = S->chunk;
+    S->ch = base_meta_calloc(S->nchunks, sizeof *S->ch);
+    S->cached = base_meta_calloc(S->nchunks, sizeof *S->cached);
+    S->cached_pos = base_meta_calloc(S->nchunks, sizeof *S->cached_pos);
+    S->pool = base_meta_calloc(S->budget, sizeof *S->pool);
+    if (!S->ch || !S->cached || !S->cached_pos || !S->pool)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory for %zu chunks", S->nchunks);
+    for (size_t c = 0; c < S->nchunks; c++)
+        S->ch[c].free = true;
+    S->lru_head = S->lru_tail = NO_CHUNK;
+    size_t low = S->cfg.reclaim_low ? S->cfg.reclaim_low / chunk : S->budget / 32;
+    size_t high = S->cfg.reclaim_high ? S->cfg.reclaim_high / chunk : S->budget / 16;
+    S->low = low < 1 ? 1 : low;
+    S->high = high <= S->low ? S->low + 1 : high;
+    if (pthread_cond_init(&S->wake, NULL) != 0 || pthread_cond_init(&S->unheld, NULL) != 0)
+        return base_fail(LMS_ERR_SYSTEM, "lms_init: pthread_cond_init failed");
+    lms_status_t st = dev_stream_create(S->dev, DEV_PRIORITY_HIGH, &S->h2d);
+    if (st == LMS_OK && (st = dev_stream_create(S->dev, DEV_PRIORITY_HIGH, &S->d2h)) != LMS_OK) {
+        dev_stream_destroy(S->dev, S->h2d);
+        S->h2d = NULL;
+    }
+    if (st != LMS_OK)
+        return st;
+    hostpool_config_t hc = {.dev = S->dev, .limit = S->host_limit, .piece = 0,
+                            .numa_node = S->dev->info.host_numa_node};
+    if (S->cfg.swap && (st = hostpool_create(&hc, &S->host)) != LMS_OK)
+        return st;
+    S->stats.device_limit = S->budget * chunk;
+    S->stats.host_limit = S->host_limit;
+    return LMS_OK;
+}
+
+void resid_destroy(void)
+{
+    for (int dir = 0; dir < 2; dir++)
+        for (xfer_t *x = S->xfers[dir], *next; x != NULL; x = next) {
+            next = x->next;
+            base_meta_free(x); /* its event goes with the device */
+        }
+    if (S->ch != NULL)
+        for (size_t c = 0; c < S->nchunks; c++) /* each extent once */
+            if (S->ch[c].hext != NULL && --S->ch[c].hext->refs == 0)
+                base_meta_free(S->ch[c].hext);
+    hostpool_destroy(S->host);
+    base_meta_free(S->pool);
+    base_meta_free(S->cached_pos);
+    base_meta_free(S->cached);
+    base_meta_free(S->ch);
+    pthread_cond_destroy(&S->wake);
+    pthread_cond_destroy(&S->unheld);
+}
+
+/* ---- placement and frees --------------------------------------------------------- */
+
+void resid_placed(alloc_chunks_t used)
+{
+    for (size_t c = used.first; c < used.first + used.n; c++) {
+        chunk_t *k = &S->ch[c];
+        k->free = false;
+        k->streams = 0;
+        if (S->cached_pos[c] != 0) { /* mapped already: reused as is */
+            cached_remove(c);
+            lru_touch(c);
+        }
+    }
+}
+
+void resid_freed(alloc_chunks_t freed)
+{
+    for (size_t c = freed.first; c < freed.first + freed.n; c++) {
+        chunk_t *k = &S->ch[c];
+        k->free = true;
+        lru_remove(c);
+        if (k->pins > 0) {
+            k->pins = 0;
+            S->pinned--;
+        }
+        switch (k->state) {
+        case UNBACKED:
+            break;
+        case HOST:
+            drop_host(c);
+            k->state = UNBACKED;
+            break;
+        case EVICTING: /* the copy finishes unneeded; the chunk stays mapped */
+            S->evicting--;
+            k->state = RESIDENT;
+            drop_host(c);
+            cached_add(c);
+            break;
+        case FETCHING: /* stays mapped; the next user waits for the copy */
+            k->state = RESIDENT;
+            drop_host(c);
+            cached_add(c);
+            break;
+        case RESIDENT:
+            drop_host(c);
+            cached_add(c);
+            break;
+        }
+        k->clean = false;
+    }
+}
+
+void resid_dead(alloc_chunks_t dead)
+{
+    for (size_t c = dead.first; c < dead.first + dead.n; c++) {
+        chunk_t *k = &S->ch[c];
+        if (k->state == HOST) {
+            drop_host(c);
+            k->state = UNBACKED;
+        } else if (k->state == RESIDENT && k->xfer == NULL) {
+            drop_host(c);
+            k->clean = true; /* with no host copy: evicting it drops it */
+        }
+    }
+}
+
+/* ---- access ---------------------------------------------------------------------- */
+
+enum { NEED_DATA = 1, WRITES = 2 };
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Chunks of the ranges that need a block now. */
+static size_t blocks_needed(const uint32_t *u, size_t n)
+{
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++)
+        need += S->ch[u[i]].state == UNBACKED || S->ch[u[i]].state == HOST;
+    return need;
+}
+
+static lms_status_t no_room(const char *op, size_t need)
+{
+    char a[32], b[32], c[32];
+    S->stats.ooms++;
+    return base_fail(LMS_ERR_OUT_OF_MEMORY,
+                     "%s: no device memory for %zu more chunks: %s resident of the %s limit, "
+                     "%s pinned, the rest named by accesses whose work is being enqueued. Unpin "
+                     "memory, or raise LMS_DEVICE_LIMIT",
+                     op, need, swap_fmt(S->resident * S->chunk, a), swap_fmt(S->budget * S->chunk, b),
+                     swap_fmt(S->pinned * S->chunk, c));
+}
+
+/* Waits, lock dropped, up to 1 ms for another thread to close its window. */
+static void wait_for_holds(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 1000 * 1000;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    S->hold_waiters++;
+    pthread_cond_timedwait(&S->unheld, &swap_lock, &until);
+    S->hold_waiters--;
+}
+
+/* Makes the blocks the chunks u[0..n) need obtainable (free_blocks),
+ * evicting and waiting as needed (direct reclaim). May drop the lock while
+ * it waits; the chunks are held, so they stay allocated and are not evicted,
+ * but their states may change meanwhile. */
+static lms_status_t make_room(const char *op, const uint32_t *u, size_t n)
+{
+    uint64_t t0 = 0;
+    lms_status_t st = LMS_OK;
+    for (int syncs = 0, tries = 0;;) {
+        progress();
+        size_t need = blocks_needed(u, n), have = S->npool + (S->budget - S->created);
+        if (need <= have)
+            break;
+        /* memory released at once (one-stream rule) may still be in use by
+         * the default stream: stealing it waits for that first */
+        if (S->ncached > 0 && S->released_synced < S->released_at_once && syncs++ < 100) {
+            if ((st = swap_sync_released()) != LMS_OK)
+                break;
+            continue;
+        }
+        for (size_t i = 0; i < S->ncached; i++) /* those with no copy in flight */
+            have += S->ch[S->cached[i]].xfer == NULL;
+        if (need <= have)
+            break;
+        if (t0 == 0)
+            t0 = base_now_ns();
+        size_t want = need - have, started = 0;
+        lms_status_t est = LMS_OK;
+        if (S->evicting < want)
+            started = evict_some(want - S->evicting, &est);
+        if (est != LMS_OK && started == 0 && S->evicting == 0) {
+            st = est;
+            break;
+        }
+        if (started > 0 || S->evicting > 0) {
+            wait_oldest();
+            continue;
+        }
+        /* nothing evictable: other threads' windows may close soon */
+        if (S->holds_total > W.n && tries++ < 1000) {
+            wait_for_holds();
+            continue;
+        }
+        st = no_room(op, want);
+        break;
+    }
+    if (t0 != 0)
+        S->stats.stall_ns += base_now_ns() - t0;
+    return st;
+}
+
+/* Maps and fetches what the unique, sorted chunks u[0..n) need; on failure
+ * undoes the maps it made. Returns the fetch's xfer in *fetched (or NULL). */
+static lms_status_t bring_in(uint32_t *u, size_t n, xfer_t **fetched)
+{
+    lms_status_t st = LMS_OK;
+    size_t mapped = 0; /* u[0..mapped) were looked at; those newly mapped have acc bit 4 */
+    for (; mapped < n && st == LMS_OK; mapped++) {
+        size_t c = u[mapped];
+        chunk_t *k = &S->ch[c];
+        if (k->state != UNBACKED && k->state != HOST)
+            continue;
+        dev_block_t b;
+        if ((st = take_block(&b)) != LMS_OK)
+            break;
+        if ((st = dev_map(S->dev, chunk_addr(c), b)) != LMS_OK) {
+            S->pool[S->npool++] = b;
+            break;
+        }
+        uint8_t was = k->state;
+        set_resident(c, b);
+        k->state = was; /* settled below */
+        k->acc |= 4;
+    }
+    /* one set_access per run of newly mapped chunks */
+    for (size_t i = 0; i < mapped && st == LMS_OK;) {
+        if (!(S->ch[u[i]].acc & 4)) {
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < mapped && (S->ch[u[j]].acc & 4) && u[j] == u[j - 1] + 1)
+            j++;
+        st = dev_set_access(S->dev, chunk_addr(u[i]), (j - i) * S->chunk);
+        i = j;
+    }
+    if (st != LMS_OK) {
+        for (size_t i = 0; i < mapped; i++) {
+            chunk_t *k = &S->ch[u[i]];
+            if (!(k->acc & 4))
+                continue;
+            uint8_t was = k->state;
+            if (dev_unmap(S->dev, chunk_addr(u[i]), S->chunk) == LMS_OK)
+                set_unbacked(u[i], was);
+            else
+                k->state = RESIDENT; /* keeps its block; its host copy stays current */
+            k->acc &= (uint8_t)~4;
+        }
+        return st;
+    }
+    /* copy in, a run of chunks with consecutive host copies at a time */
+    size_t first_fetch = SIZE_MAX, last_fetch = 0;
+    for (size_t i = 0; i < n && st == LMS_OK;) {
+        chunk_t *k = &S->ch[u[i]];
+        if (!(k->acc & 4) || k->state != HOST || !(k->acc & NEED_DATA)) {
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && u[j] == u[j - 1] + 1 && (S->ch[u[j]].acc & 4) && S->ch[u[j]].state == HOST &&
+               (S->ch[u[j]].acc & NEED_DATA) && S->ch[u[j]].hext == S->ch[u[j - 1]].hext &&
+               S->ch[u[j]].hidx == S->ch[u[j - 1]].hidx + 1)
+            j++;
+        st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(u[i]), host_of(u[i]), (j - i) * S->chunk);
+        if (st == LMS_OK) {
+            for (size_t m = i; m < j; m++)
+                S->ch[u[m]].acc |= 8; /* copied */
+            first_fetch = first_fetch < u[i] ? first_fetch : u[i];
+            last_fetch = u[j - 1];
+        }
+        i = j;
+    }
+    xfer_t *x = NULL;
+    if (first_fetch != SIZE_MAX) {
+        lms_status_t xs = new_xfer(first_fetch, last_fetch + 1 - first_fetch, false, S->h2d, &x);
+        if (xs != LMS_OK && dev_stream_synchronize(S->dev, S->h2d) != LMS_OK)
+            st = xs; /* cannot tell when the copies end: the fetched chunks stay unused */
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t c = u[i];
+        chunk_t *k = &S->ch[c];
+        if (!(k->acc & 4))
+            continue;
+        if (k->acc & 8) {
+            k->state = x != NULL ? FETCHING : RESIDENT;
+            k->xfer = x;
+            k->clean = x == NULL;
+            S->stats.fetches++;
+            S->stats.bytes_h2d += S->chunk;
+        } else if (k->state == HOST && (k->acc & NEED_DATA)) {
+            /* its copy failed: give the block back */
+            if (dev_unmap(S->dev, chunk_addr(c), S->chunk) == LMS_OK)
+                set_unbacked(c, HOST);
+            else
+                k->state = RESIDENT, k->clean = true;
+        } else {
+            if (k->state == HOST)
+                drop_host(c); /* overwritten: its old contents are not wanted */
+            k->state = RESIDENT;
+        }
+        k->acc &= (uint8_t)~(4 | 8);
+    }
+    *fetched = x;
+    return st;
+}
+
+/* Sets acc of the chunks of the ranges (stamped; the caller holds the lock
+ * from here until it has used them). */
+static void mark_needs(const lms_range_t *r, size_t n, int pin)
+{
+    uint32_t stamp = ++S->stamp;
+    for (size_t i = 0; i < n; i++) {
+        size_t off = (size_t)((dev_addr_t)(uintptr_t)r[i].ptr - S->base), end = off + r[i].bytes;
+        for (size_t c = off / S->chunk; c <= (end - 1) / S->chunk; c++) {
+            chunk_t *k = &S->ch[c];
+            if (k->stamp != stamp) {
+                k->stamp = stamp;
+                k->acc = 0;
+            }
+            bool covers = off <= c * S->chunk && end >= (c + 1) * S->chunk;
+            if (r[i].mode != LMS_OVERWRITE || !covers)
+                k->acc |= NEED_DATA;
+            if (r[i].mode != LMS_READ || pin)
+                k->acc |= WRITES;
+        }
+    }
+}
+
+lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
+                          int pin)
+{
+    /* validate everything first: a bad range changes nothing */
+    for (size_t i = 0; i < n; i++) {
+        dev_addr_t a = (dev_addr_t)(uintptr_t)r[i].ptr;
+        size_t base, size;
+        if (r[i].mode < LMS_READ || r[i].mode > LMS_OVERWRITE)
+            return base_fail(LMS_ERR_INVALID, "%s: range %zu: %d is not an access mode", op, i,
+                             (int)r[i].mode);
+        if (r[i].bytes == 0)
+            return base_fail(LMS_ERR_INVALID, "%s: range %zu (%p) is empty", op, i, r[i].ptr);
+        if (a < S->base || a - S->base >= S->va_size ||
+            alloc_find(S->alloc, (size_t)(a - S->base), &base, &size) != LMS_OK)
+            return base_fail(LMS_ERR_INVALID, "%s: %p is in no live allocation", op, r[i].ptr);
+        size_t off = (size_t)(a - S->base);
+        if (r[i].bytes > size - (off - base))
+            return base_fail(LMS_ERR_INVALID,
+                             "%s: [%p, +%zu) runs past the end of its allocation (%zu bytes)", op,
+                             r[i].ptr, r[i].bytes, size);
+    }
+    return resid_back(op, r, n, s, slot, pin);
+}
+
+lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
+                        int pin)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t off = (size_t)((dev_addr_t)(uintptr_t)r[i].ptr - S->base);
+        total += (off + r[i].bytes - 1) / S->chunk - off / S->chunk + 1;
+    }
+    resid_close_window(); /* the caller's entry did; this keeps W.chunks ours */
+    if (!window_reserve(total))
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "%s: no host memory", op);
+    W.generation = S->generation;
+    /* the chunks, each once and in order, held: no eviction takes them from
+     * here on. The list is the thread's window, so it survives lock drops. */
+    uint32_t stamp = ++S->stamp, *u = W.chunks;
+    size_t nu = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t off = (size_t)((dev_addr_t)(uintptr_t)r[i].ptr - S->base), end = off + r[i].bytes;
+        for (size_t c = off / S->chunk; c <= (end - 1) / S->chunk; c++)
+            if (S->ch[c].stamp != stamp) {
+                S->ch[c].stamp = stamp;
+                u[nu++] = (uint32_t)c;
+            }
+    }
+    qsort(u, nu, sizeof *u, cmp_u32);
+    for (size_t i = 0; i < nu; i++)
+        S->ch[u[i]].holds++;
+    W.n = nu;
+    S->holds_total += nu;
+    lms_status_t st = make_room(op, u, nu);
+    if (st != LMS_OK)
+        return st;
+    /* from here on the lock stays held until the chunks are settled */
+    mark_needs(r, n, pin);
+    xfer_t *fetched = NULL;
+    if ((st = bring_in(u, nu, &fetched)) != LMS_OK)
+        return st;
+    /* settle each chunk: wait for copies into it, cancel evictions, mark use */
+    dev_stream_t *on = s != NULL ? s->dev : NULL;
+    xfer_t *waited = NULL;
+    uint64_t bit = 1ull << (slot < 63 ? slot : 63);
+    for (size_t i = 0; i < nu; i++) {
+        size_t c = u[i];
+        chunk_t *k = &S->ch[c];
+        if (k->state == EVICTING) {
+            k->state = RESIDENT;
+            S->evicting--;
+        }
+        /* wait for a copy into the chunk, and for one out of it before
+         * writing (the copy is then dropped, but must not read torn data) */
+        xfer_t *x = k->xfer;
+        if (x != NULL && (!x->d2h || (k->acc & WRITES)) && x != waited && on != NULL) {
+            /* if the device cannot wait for it, the host does (lock kept:
+             * the chunks' flags are this call's until it returns) */
+            if (dev_stream_wait_event(S->dev, on, x->event) != LMS_OK &&
+                (st = dev_event_synchronize(S->dev, x->event)) != LMS_OK)
+                return st;
+            waited = x;
+        }
+        if (k->acc & WRITES) {
+            k->clean = false;
+            drop_host(c);
+        }
+        if (s != NULL)
+            k->streams |= bit;
+        if (pin && k->pins++ == 0)
+            S->pinned++;
+        lru_touch(c);
+    }
+    (void)fetched;
+    /* pinned memory is used from any stream with no further word: wait here
+     * until every copy into it has finished */
+    for (size_t i = 0; pin && i < W.n;) {
+        xfer_t *x = S->ch[W.chunks[i]].xfer;
+        if (x == NULL) {
+            i++;
+            continue;
+        }
+        swap_wait_unlocked(x->event);
+        progress();
+        i = 0;
+    }
+    if (free_blocks() + S->evicting < S->low)
+        pthread_cond_signal(&S->wake);
+    return st;
+}
+
+lms_status_t resid_unpin(const lms_range_t *r)
+{
+    size_t base, size, off = (size_t)((dev_addr_t)(uintptr_t)r->ptr - S->base);
+    dev_addr_t a = (dev_addr_t)(uintptr_t)r->ptr;
+    if (r->bytes == 0 || a < S->base || a - S->base >= S->va_size ||
+        alloc_find(S->alloc, off, &base, &size) != LMS_OK || off - base > size ||
+        r->bytes > size - (off - base))
+        return base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not a range of a live allocation",
+                         r->ptr, r->bytes);
+    size_t first = off / S->chunk, last = (off + r->bytes - 1) / S->chunk;
+    for (size_t c = first; c <= last; c++)
+        if (S->ch[c].pins == 0)
+            return base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not pinned", r->ptr, r->bytes);
+    for (size_t c = first; c <= last; c++) {
+        /* work on any stream may have used it meanwhile */
+        S->ch[c].streams = ALL_STREAMS;
+        if (--S->ch[c].pins == 0)
+            S->pinned--;
+    }
+    return LMS_OK;
+}
+
+void resid_stats(lms_stats_t *out)
+{
+    *out = S->stats;
+    alloc_usage_t u;
+    alloc_usage(S->alloc, &u);
+    out->resident_bytes = S->resident * S->chunk;
+    out->host_bytes = S->host_chunks * S->chunk;
+    out->pinned_bytes = S->pinned * S->chunk;
+    out->allocated_bytes = u.used_chunks * S->chunk;
+}

@@ -25,6 +25,8 @@ typedef struct swap_config {
     size_t va_reserve;      /* bytes; 0: 4 x (device limit + host limit) */
     size_t large_threshold; /* bytes; 0: half a chunk */
     bool preallocate;       /* create every block of the device limit at init */
+    bool swap;              /* false: the device limit is hard, memory is backed at
+                               lms_malloc and never swapped (no host pool) */
     size_t reclaim_low;     /* bytes; 0: device limit / 32 (at least one chunk) */
     size_t reclaim_high;    /* bytes; 0: device limit / 16 (at least low + one chunk) */
     bool stats_at_exit;     /* LMS_STATS=1 */

@@ -24,6 +24,7 @@ static swap_config_t small_config(void)
     swap_config_t cfg;
     swap_config_from_options(&cfg);
     cfg.device = test_config();
+    cfg.swap = false; /* the allocator with a hard limit; swapping is test_swap's */
     cfg.host_limit = 64 * BASE_MiB;
     cfg.va_reserve = 512 * BASE_MiB;
     cfg.device_limit = LIMIT_CHUNKS * chunk;
@@ -223,6 +224,27 @@ Test(lms, freed_memory_is_reused_at_once_on_its_stream_and_not_on_another)
     cr_assert_eq(must_malloc(4096, a), s);
     atomic_store(&gate, 1);
     TEST_OK(lms_stream_synchronize(a));
+}
+
+Test(lms, reuse_on_a_stream_never_hands_out_less_than_asked)
+{
+    /* the slot of the largest small class is as large as the large
+     * threshold: a freed slot must not be taken for a large request */
+    lms_stream_t a;
+    TEST_OK(lms_stream_create(&a));
+    size_t sizes[][2] = {{chunk / 2 - 1000, chunk / 2 + 60000}, {chunk / 2 + 60000, chunk / 2 - 1000},
+                         {chunk / 2, chunk / 2 + 1}, {3 * chunk, 3 * chunk - 5}};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        void *p = must_malloc(sizes[k][0], a), *base;
+        TEST_OK(lms_free(p, a));
+        void *q = must_malloc(sizes[k][1], a);
+        size_t size;
+        TEST_OK(lms_allocation_of(q, &base, &size));
+        cr_assert(base == q && size >= sizes[k][1], "asked %zu after freeing %zu, got %zu",
+                  sizes[k][1], sizes[k][0], size);
+        TEST_OK(lms_free(q, a));
+    }
+    TEST_OK(lms_stream_destroy(a));
 }
 
 static void *open_gate_later(void *arg)

@@ -1,0 +1,172 @@
+/*
+ * swap/internal.h — the state lms.c and residency.c share. Not an interface:
+ * everything here is guarded by swap_lock (see lms.c), and every function
+ * declared here assumes the caller holds it.
+ */
+#ifndef LMS_SWAP_INTERNAL_H
+#define LMS_SWAP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "alloc/alloc.h"
+#include "base/base.h"
+#include "swap/hostpool.h"
+#include "swap/swap.h"
+
+#define HIDDEN __attribute__((visibility("hidden")))
+#define MAX_STREAMS 0xffffu
+#define NO_CHUNK UINT32_MAX
+
+/* ---- streams and stream-ordered frees (lms.c) ---------------------------- */
+
+typedef struct pending {
+    size_t offset; /* of the freed allocation */
+    size_t size;   /* its usable size */
+    uint64_t epoch;
+} pending_t;
+
+/* A ring of pending entries, oldest at the bottom: the stream reuses from the
+ * top, fences release from the bottom. */
+typedef struct deque {
+    pending_t *items;
+    size_t head, len, cap; /* cap is 0 or a power of two */
+} deque_t;
+
+typedef struct fence {
+    dev_event_t *event;
+    uint64_t epoch; /* entries of this epoch and before are covered */
+} fence_t;
+
+typedef struct stream {
+    dev_stream_t *dev;
+    dev_event_t *use_event; /* recorded when an eviction must wait for its work */
+    deque_t small[ALLOC_MAX_CLASSES];
+    deque_t large;
+    uint64_t epoch;        /* of frees not yet fenced */
+    size_t unfenced_bytes; /* freed in the current epoch */
+    fence_t *fences;       /* oldest first */
+    size_t nfences, capfences;
+} stream_t;
+
+/* ---- residency (residency.c) ------------------------------------------- */
+
+/* Chunk states: see DESIGN.md, swap/, and Note [Chunk states] in residency.c. */
+enum { UNBACKED, RESIDENT, EVICTING, HOST, FETCHING };
+
+/* A copy in flight (or, for a clean drop, the point after which the chunks'
+ * last work has finished): its event, and the chunks whose `xfer` names it. */
+typedef struct xfer {
+    dev_event_t *event;
+    struct xfer *next; /* in its direction's list, oldest first */
+    size_t first, n;   /* the chunks it covers */
+    bool d2h;
+} xfer_t;
+
+/* A host extent holding the copies of `refs` chunks (evicted together). */
+typedef struct hostext {
+    char *base;
+    uint32_t refs;
+} hostext_t;
+
+typedef struct chunk {
+    dev_block_t block;  /* 0: none */
+    xfer_t *xfer;       /* a copy still using its device memory or host copy */
+    hostext_t *hext;    /* its host copy's extent, or NULL */
+    uint32_t hidx;      /* which chunk of the extent */
+    uint32_t lru_prev, lru_next;
+    uint32_t holds;     /* open access windows that name it */
+    uint32_t pins;
+    uint32_t stamp;     /* the last access that looked at it */
+    uint64_t streams;   /* stream slots that used it (bit 63: slots >= 63) */
+    uint8_t state;
+    uint8_t acc;        /* the current access's needs (residency.c) */
+    bool clean;         /* RESIDENT, and the host copy is current */
+    bool drop_host;     /* drop the host copy once xfer is done */
+    bool free;          /* free in alloc/ */
+    bool on_lru;
+} chunk_t;
+
+typedef struct state {
+    swap_config_t cfg;
+    uint64_t generation; /* of this initialization */
+    dev_device_t *dev;
+    dev_addr_t base;
+    size_t va_size, chunk, nchunks;
+    size_t budget;     /* device blocks */
+    size_t host_limit; /* bytes */
+    size_t capacity;   /* chunks allocations may occupy: budget + host chunks */
+    alloc_t *alloc;
+
+    /* residency */
+    chunk_t *ch;
+    uint32_t *cached;     /* free chunks that are still mapped */
+    uint32_t *cached_pos; /* per chunk: its index in cached[] + 1, 0 = not cached */
+    size_t ncached;
+    dev_block_t *pool;    /* blocks created and mapped nowhere */
+    size_t npool, created;
+    uint32_t lru_head, lru_tail; /* allocated chunks with a block, least recent first */
+    dev_stream_t *h2d, *d2h;     /* the copy streams */
+    xfer_t *xfers[2], *xfers_tail[2]; /* in flight: [0] h2d, [1] d2h */
+    size_t evicting;              /* chunks EVICTING */
+    hostpool_t *host;
+    uint32_t stamp;
+    size_t holds_total;           /* of all chunks */
+    size_t hold_waiters;          /* threads waiting for holds to end */
+    pthread_cond_t unheld;
+    size_t low, high;             /* reclaim watermarks, in blocks */
+    pthread_t reclaimer;
+    pthread_cond_t wake;
+    bool reclaimer_started, stop;
+    lms_stats_t stats;
+    size_t resident, host_chunks, pinned; /* chunks */
+
+    /* streams and frees */
+    stream_t *streams[MAX_STREAMS]; /* [0]: the default stream; NULL: free slot */
+    uint32_t generation_of[MAX_STREAMS]; /* of the handle of each slot */
+    size_t nstreams;      /* slots in use or used before */
+    size_t live_streams;  /* streams that exist, the default one included */
+    dev_event_t **events; /* unused events */
+    size_t nevents, capevents;
+    size_t waiters;           /* threads waiting, lock dropped, on events */
+    dev_event_t **retired;    /* collected while waiters > 0: not reused until 0 */
+    size_t nretired, capretired;
+    uint64_t released_at_once; /* frees released at once (one-stream rule), ever */
+    uint64_t released_synced;  /* of those, how many the default stream has finished */
+    dev_event_t *sync_event;   /* recorded on the default stream for that; never pooled */
+    size_t flush_bytes;   /* unfenced bytes of a stream that trigger a fence */
+    bool warned_bad_free;
+} state_t;
+
+HIDDEN extern state_t *S;
+HIDDEN extern pthread_mutex_t swap_lock;
+
+/* lms.c */
+HIDDEN bool swap_grow(void **array, size_t *cap, size_t need, size_t elem);
+HIDDEN lms_status_t swap_event(dev_event_t **out);
+HIDDEN void swap_recycle_event(dev_event_t *e);
+HIDDEN void swap_wait_unlocked(dev_event_t *e);
+HIDDEN lms_status_t swap_sync_released(void);
+HIDDEN char *swap_fmt(uint64_t bytes, char *buf);
+
+/* residency.c */
+HIDDEN lms_status_t resid_init(void);
+HIDDEN void resid_start(void);          /* the reclaim thread; lock held */
+HIDDEN void resid_stop(void);           /* joins it; lock held, dropped meanwhile */
+HIDDEN void resid_destroy(void);        /* after the device is drained */
+HIDDEN void resid_placed(alloc_chunks_t used);
+HIDDEN void resid_freed(alloc_chunks_t freed);
+HIDDEN void resid_dead(alloc_chunks_t dead); /* freed, not yet released */
+HIDDEN void resid_close_window(void);   /* the calling thread's */
+HIDDEN lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n, stream_t *s,
+                                 int slot, int pin);
+/* resid_access without the checks: ranges of whole chunks of allocated memory */
+HIDDEN lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t *s,
+                               int slot, int pin);
+HIDDEN lms_status_t resid_unpin(const lms_range_t *r);
+HIDDEN void resid_stats(lms_stats_t *out);
+HIDDEN bool resid_window_open(void);
+
+static inline dev_addr_t chunk_addr(size_t c) { return S->base + (dev_addr_t)c * S->chunk; }
+
+#endif /* LMS_SWAP_INTERNAL_H */
