@@ -63,17 +63,10 @@ typedef struct xfer {
     bool d2h;
 } xfer_t;
 
-/* A host extent holding the copies of `refs` chunks (evicted together). */
-typedef struct hostext {
-    char *base;
-    uint32_t refs;
-} hostext_t;
-
 typedef struct chunk {
     dev_block_t block;  /* 0: none */
     xfer_t *xfer;       /* a copy still using its device memory or host copy */
-    hostext_t *hext;    /* its host copy's extent, or NULL */
-    uint32_t hidx;      /* which chunk of the extent */
+    char *host;         /* its host copy (a chunk's extent of the host pool), or NULL */
     uint32_t lru_prev, lru_next;
     uint32_t holds;     /* open access windows that name it */
     uint32_t pins;

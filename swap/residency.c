@@ -5,7 +5,7 @@
  *
  * Note [Chunk states]
  *   UNBACKED  no block, no data worth keeping (never touched, or freed).
- *   RESIDENT  mapped on a block. `clean`: the host copy (hext) is current, so
+ *   RESIDENT  mapped on a block. `clean`: the host copy (host) is current, so
  *             evicting it needs no copy. A free RESIDENT chunk is "cached".
  *   EVICTING  its D2H copy (or, when clean, the point after its last work)
  *             is queued on the d2h stream; unmapped once that is done.
@@ -121,66 +121,66 @@ static void lru_touch(size_t c) /* to the most recent end */
 static void drop_host(size_t c)
 {
     chunk_t *k = &S->ch[c];
-    if (k->hext == NULL)
+    if (k->host == NULL)
         return;
     if (k->xfer != NULL) { /* a copy still uses it: complete() drops it */
         k->drop_host = true;
         return;
     }
-    if (--k->hext->refs == 0) {
-        hostpool_free(S->host, k->hext->base);
-        base_meta_free(k->hext);
-    }
-    k->hext = NULL;
+    hostpool_free(S->host, k->host);
+    k->host = NULL;
     k->clean = false;
     S->host_chunks--;
 }
 
-static char *host_of(size_t c) { return S->ch[c].hext->base + (size_t)S->ch[c].hidx * S->chunk; }
-
-/* Frees the host copies of clean resident chunks until `bytes` fit in the
- * pool without growing it, or none is left. */
-static bool drop_clean_copies(size_t bytes)
+/* Frees the host copies of clean resident chunks, until one chunk's extent
+ * fits in the pool without growing it, or none is left. */
+static bool drop_clean_copies(void)
 {
-    void *p;
+    bool dropped = false;
     for (size_t c = 0; c < S->nchunks; c++) {
         chunk_t *k = &S->ch[c];
-        if (k->state == RESIDENT && k->hext != NULL && k->xfer == NULL && k->hext->refs == 1) {
+        if (k->state == RESIDENT && k->host != NULL && k->xfer == NULL) {
             drop_host(c);
-            if (hostpool_alloc(S->host, bytes, false, &p) == LMS_OK) {
+            dropped = true;
+            void *p;
+            if (hostpool_alloc(S->host, S->chunk, false, &p) == LMS_OK) {
                 hostpool_free(S->host, p);
                 return true;
             }
         }
     }
-    return false;
+    return dropped;
 }
 
-/* A host extent for n chunks: without growing the pool if it can be helped
- * (growing registers memory, which may synchronize the device). */
-static lms_status_t host_extent(size_t n, hostext_t **out)
+/* An extent of the host pool for one chunk's copy: without growing the pool
+ * if it can be helped (growing registers memory, which may synchronize the
+ * device). Chunks evicted together usually get adjacent extents (the arena
+ * hands out equal sizes in address order), and then move in one copy. */
+static lms_status_t host_slot(char **out)
 {
     if (S->host == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: swapping is off (LMS_SWAP=0)");
-    hostext_t *e = base_meta_alloc(sizeof *e);
-    if (e == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: no host memory for metadata");
     void *p = NULL;
-    size_t bytes = n * S->chunk;
-    lms_status_t st = hostpool_alloc(S->host, bytes, false, &p);
-    if (st != LMS_OK && drop_clean_copies(bytes))
-        st = hostpool_alloc(S->host, bytes, false, &p);
+    lms_status_t st = hostpool_alloc(S->host, S->chunk, false, &p);
+    if (st != LMS_OK && drop_clean_copies())
+        st = hostpool_alloc(S->host, S->chunk, false, &p);
     if (st != LMS_OK) {
         base_log(BASE_LOG_DEBUG, "lms: growing the host pool on the swap path");
-        st = hostpool_alloc(S->host, bytes, true, &p);
+        st = hostpool_alloc(S->host, S->chunk, true, &p);
     }
-    if (st != LMS_OK) {
-        base_meta_free(e);
-        return st;
-    }
-    *e = (hostext_t){p, (uint32_t)n};
-    *out = e;
-    return LMS_OK;
+    if (st == LMS_OK)
+        *out = p;
+    return st;
+}
+
+/* How many of the chunks from c on (at most n) have adjacent host copies. */
+static size_t host_run(size_t c, size_t n)
+{
+    size_t k = 1;
+    while (k < n && S->ch[c + k].host == S->ch[c + k - 1].host + S->chunk)
+        k++;
+    return k;
 }
 
 /* ---- the block pool and the cached chunks ---------------------------------- */
@@ -292,8 +292,8 @@ static void settle(size_t first, size_t n, xfer_t *x)
         if (k->state == FETCHING)
             k->state = RESIDENT;
         if (k->state == RESIDENT && !k->free)
-            k->clean = k->hext != NULL && !k->drop_host;
-        if (k->drop_host || (k->free && k->hext != NULL)) {
+            k->clean = k->host != NULL && !k->drop_host;
+        if (k->drop_host || (k->free && k->host != NULL)) {
             k->drop_host = false;
             drop_host(c);
         }
@@ -311,7 +311,7 @@ static void settle(size_t first, size_t n, xfer_t *x)
         for (; c < end; c++) {
             S->evicting--;
             if (st == LMS_OK) {
-                set_unbacked(c, S->ch[c].hext != NULL ? HOST : UNBACKED);
+                set_unbacked(c, S->ch[c].host != NULL ? HOST : UNBACKED);
             } else { /* still mapped: it stays, with its now-current copy */
                 S->ch[c].state = RESIDENT;
                 S->ch[c].clean = true;
@@ -394,36 +394,36 @@ static lms_status_t evict_run(size_t first, size_t n)
     for (size_t c = first; c < first + n; c++)
         mask |= S->ch[c].streams;
     lms_status_t st = after_last_use(mask);
-    if (st != LMS_OK)
-        return st;
-    hostext_t *e = NULL;
-    if (!clean) {
-        if ((st = host_extent(n, &e)) != LMS_OK)
-            return st;
-        if ((st = dev_copy_d2h(S->dev, S->d2h, e->base, chunk_addr(first), n * S->chunk)) != LMS_OK) {
-            hostpool_free(S->host, e->base);
-            base_meta_free(e);
-            return st;
-        }
+    size_t slots = 0;
+    for (; st == LMS_OK && !clean && slots < n; slots++)
+        st = host_slot(&S->ch[first + slots].host);
+    /* one copy per run of adjacent host copies */
+    for (size_t c = first; st == LMS_OK && !clean && c < first + n;) {
+        size_t k = host_run(c, first + n - c);
+        st = dev_copy_d2h(S->dev, S->d2h, S->ch[c].host, chunk_addr(c), k * S->chunk);
+        c += k;
     }
     xfer_t *x = NULL;
-    if ((st = new_xfer(first, n, true, S->d2h, &x)) != LMS_OK) {
-        if (e == NULL)
-            return st; /* nothing was queued */
-        /* the copy is queued but cannot be tracked: wait for it here */
-        if (dev_stream_synchronize(S->dev, S->d2h) != LMS_OK) {
-            base_log(BASE_LOG_ERROR, "lms: a host extent is lost: %s", lms_last_error());
-            return st; /* it may still be written: leaked on purpose */
+    if (st == LMS_OK)
+        st = new_xfer(first, n, true, S->d2h, &x);
+    if (st != LMS_OK) {
+        /* copies queued so far must end before their extents go back */
+        if (!clean && dev_stream_synchronize(S->dev, S->d2h) != LMS_OK) {
+            base_log(BASE_LOG_ERROR, "lms: host extents are lost: %s", lms_last_error());
+            slots = 0; /* they may still be written: leaked on purpose */
         }
+        for (size_t c = first; c < first + slots; c++)
+            if (S->ch[c].host != NULL)
+                hostpool_free(S->host, S->ch[c].host);
+        for (size_t c = first; !clean && c < first + n; c++)
+            S->ch[c].host = NULL;
+        return st;
     }
     for (size_t c = first; c < first + n; c++) {
         chunk_t *k = &S->ch[c];
         lru_remove(c);
-        if (e != NULL) {
-            k->hext = e;
-            k->hidx = (uint32_t)(c - first);
+        if (!clean)
             S->host_chunks++;
-        }
         k->state = EVICTING;
         k->xfer = x;
         S->evicting++;
@@ -434,13 +434,11 @@ static lms_status_t evict_run(size_t first, size_t n)
         S->stats.evictions += n;
         S->stats.bytes_d2h += n * S->chunk;
     }
-    if (x == NULL) /* waited above */
-        settle(first, n, NULL);
     return LMS_OK;
 }
 
 /* The longest run around victim v of evictable chunks like it, at most
- * `want` chunks (and MAX_RUN), sized so that its host extent wastes nothing. */
+ * `want` chunks (and MAX_RUN). */
 static void run_around(size_t v, size_t want, size_t *first, size_t *n)
 {
     bool clean = S->ch[v].clean;
@@ -449,8 +447,6 @@ static void run_around(size_t v, size_t want, size_t *first, size_t *n)
         hi++;
     while (hi - lo < cap && lo > 0 && evictable(lo - 1) && S->ch[lo - 1].clean == clean)
         lo--;
-    while (!clean && hi - lo > 1 && hostpool_usable(S->host, (hi - lo) * S->chunk) != (hi - lo) * S->chunk)
-        hi > v + 1 ? hi-- : lo++;
     *first = lo;
     *n = hi - lo;
 }
@@ -580,11 +576,7 @@ void resid_destroy(void)
             next = x->next;
             base_meta_free(x); /* its event goes with the device */
         }
-    if (S->ch != NULL)
-        for (size_t c = 0; c < S->nchunks; c++) /* each extent once */
-            if (S->ch[c].hext != NULL && --S->ch[c].hext->refs == 0)
-                base_meta_free(S->ch[c].hext);
-    hostpool_destroy(S->host);
+    hostpool_destroy(S->host); /* every host copy with it */
     base_meta_free(S->pool);
     base_meta_free(S->cached_pos);
     base_meta_free(S->cached);
@@ -815,10 +807,9 @@ static lms_status_t bring_in(uint32_t *u, size_t n, xfer_t **fetched)
         }
         size_t j = i + 1;
         while (j < n && u[j] == u[j - 1] + 1 && (S->ch[u[j]].acc & 4) && S->ch[u[j]].state == HOST &&
-               (S->ch[u[j]].acc & NEED_DATA) && S->ch[u[j]].hext == S->ch[u[j - 1]].hext &&
-               S->ch[u[j]].hidx == S->ch[u[j - 1]].hidx + 1)
+               (S->ch[u[j]].acc & NEED_DATA) && S->ch[u[j]].host == S->ch[u[j - 1]].host + S->chunk)
             j++;
-        st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(u[i]), host_of(u[i]), (j - i) * S->chunk);
+        st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(u[i]), S->ch[u[i]].host, (j - i) * S->chunk);
         if (st == LMS_OK) {
             for (size_t m = i; m < j; m++)
                 S->ch[u[m]].acc |= 8; /* copied */
