@@ -835,8 +835,9 @@ static lms_status_t bring_in(uint32_t *u, size_t n, xfer_t **fetched)
             k->clean = x == NULL;
             S->stats.fetches++;
             S->stats.bytes_h2d += S->chunk;
-        } else if (k->state == HOST && (k->acc & NEED_DATA)) {
-            /* its copy failed: give the block back */
+        } else if (k->state == HOST && (st != LMS_OK || (k->acc & NEED_DATA))) {
+            /* its copy failed, or the access fails and will not overwrite
+             * it: its host copy stays the data; give the block back */
             if (dev_unmap(S->dev, chunk_addr(c), S->chunk) == LMS_OK)
                 set_unbacked(c, HOST);
             else
@@ -935,27 +936,31 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     xfer_t *fetched = NULL;
     if ((st = bring_in(u, nu, &fetched)) != LMS_OK)
         return st;
-    /* settle each chunk: wait for copies into it, cancel evictions, mark use */
+    /* wait for copies into the chunks, and for one out of a chunk about to
+     * be written (the copy is then dropped, but must not read torn data);
+     * nothing is marked before every wait is in place, so that a failure
+     * here loses nothing */
     dev_stream_t *on = s != NULL ? s->dev : NULL;
     xfer_t *waited = NULL;
-    uint64_t bit = 1ull << (slot < 63 ? slot : 63);
-    for (size_t i = 0; i < nu; i++) {
-        size_t c = u[i];
-        chunk_t *k = &S->ch[c];
-        if (k->state == EVICTING) {
-            k->state = RESIDENT;
-            S->evicting--;
-        }
-        /* wait for a copy into the chunk, and for one out of it before
-         * writing (the copy is then dropped, but must not read torn data) */
+    for (size_t i = 0; i < nu && on != NULL; i++) {
+        chunk_t *k = &S->ch[u[i]];
         xfer_t *x = k->xfer;
-        if (x != NULL && (!x->d2h || (k->acc & WRITES)) && x != waited && on != NULL) {
+        if (x != NULL && (!x->d2h || (k->acc & WRITES)) && x != waited) {
             /* if the device cannot wait for it, the host does (lock kept:
              * the chunks' flags are this call's until it returns) */
             if (dev_stream_wait_event(S->dev, on, x->event) != LMS_OK &&
                 (st = dev_event_synchronize(S->dev, x->event)) != LMS_OK)
                 return st;
             waited = x;
+        }
+    }
+    uint64_t bit = 1ull << (slot < 63 ? slot : 63);
+    for (size_t i = 0; i < nu; i++) {
+        size_t c = u[i];
+        chunk_t *k = &S->ch[c];
+        if (k->state == EVICTING) { /* touched again: it stays */
+            k->state = RESIDENT;
+            S->evicting--;
         }
         if (k->acc & WRITES) {
             k->clean = false;
