@@ -5,6 +5,9 @@
 #                  then again under AddressSanitizer + UBSan (build/asan)
 #   make test-gpu  the same suites on the cuda backend (label gpu); each skips,
 #                  with the reason, when there is no CUDA device
+#   make stress    the swap stress (tests/swap/stress.c), 10^6 operations at
+#                  2x, 4x and 8x oversubscription; LMS_STRESS_SEED=<seed> replays
+#   make test-tsan the stress, smaller, under ThreadSanitizer (build/tsan)
 #   make clean     remove build/
 #
 # jemalloc's source (lms builds a private one, see DESIGN.md) is fetched once
@@ -13,6 +16,9 @@
 JOBS ?= $(shell nproc)
 BUILD := build
 ASAN := build/asan
+TSAN := build/tsan
+STRESS_OPS ?= 1000000
+TSAN_STRESS_OPS ?= 6000
 CTEST := ctest --output-on-failure --timeout 900 -j$(JOBS)
 LMS_JEMALLOC_TARBALL ?=
 # The tarball's path, fetched on first use (cheap when it is already there).
@@ -21,7 +27,7 @@ ifneq ($(LMS_JEMALLOC_TARBALL),)
 JEMALLOC = $(abspath $(LMS_JEMALLOC_TARBALL))
 endif
 
-.PHONY: all deps jemalloc build demo test test-sim test-asan test-gpu clean
+.PHONY: all deps jemalloc build demo test test-sim test-asan test-gpu stress test-tsan clean
 
 all: build
 
@@ -57,6 +63,20 @@ test-asan: jemalloc
 
 test-gpu: build
 	$(CTEST) --test-dir $(BUILD) -L gpu
+
+stress: build
+	LMS_BACKEND=sim $(BUILD)/tests/stress --ops $(STRESS_OPS)
+
+# Only the stress program: Criterion cannot start under ThreadSanitizer. lms's
+# private jemalloc is not instrumented, which TSan tolerates.
+test-tsan: jemalloc
+	@mkdir -p $(TSAN)
+	@cmake -S . -B $(TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLMS_SANITIZE=thread \
+		-DLMS_JEMALLOC_TARBALL="$(JEMALLOC)" \
+		>$(TSAN)/configure.log 2>&1 || { cat $(TSAN)/configure.log; exit 1; }
+	@cmake --build $(TSAN) -j$(JOBS) --target stress
+	LMS_BACKEND=sim TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+		$(TSAN)/tests/stress --ops $(TSAN_STRESS_OPS)
 
 clean:
 	rm -rf $(BUILD)

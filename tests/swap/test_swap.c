@@ -1,0 +1,1284 @@
+/*
+ * tests/swap/test_swap.c — swapping as a program sees it through lms.h:
+ * allocations beyond the device limit, lms_access modes, clean drops, pins,
+ * out of memory, bad input, frees in every state, the stats, and driver
+ * failures (the fault layer) on every path that moves data. Issue 4.
+ *
+ * Every test starts lms with a small explicit configuration: a device limit
+ * of LIMIT_CHUNKS chunks and a host limit of HOST_CHUNKS chunks (some tests
+ * restart it with another). Data is checked with the test kernels: a fill
+ * writes dev_fill_ref(seed), a checksum reads a range back, and the expected
+ * checksum comes from a host image of the allocation built with
+ * dev_fill_ref. On sim a kernel that touches memory lms failed to map gets
+ * SIGSEGV, so a residency bug ends a test as a crash or a wrong checksum.
+ *
+ * The random multi-threaded stress and its ThreadSanitizer run are in
+ * tests/swap/stress.c (a plain program: Criterion cannot run under TSan).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "swap/swap.h"
+
+#define LIMIT_CHUNKS 8
+#define HOST_CHUNKS 128
+
+static size_t chunk;
+
+static swap_config_t config(size_t host_chunks, bool faults)
+{
+    swap_config_t cfg;
+    swap_config_from_options(&cfg);
+    cfg.device = test_config();
+    cfg.device.fault_injection = faults;
+    cfg.device_limit = LIMIT_CHUNKS * chunk;
+    cfg.host_limit = host_chunks * chunk;
+    return cfg;
+}
+
+static void start(void)
+{
+    dev_config_t dc = test_config();
+    dev_device_t *probe = test_open(&dc); /* skips when there is no device */
+    chunk = probe->info.granularity;
+    dev_close(probe);
+    swap_config_t cfg = config(HOST_CHUNKS, false);
+    TEST_OK(swap_init(&cfg));
+}
+
+/* Starts lms again with another configuration. */
+static void restart(size_t host_chunks, bool faults)
+{
+    swap_config_t cfg = config(host_chunks, faults);
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+}
+
+static void stop(void) { lms_shutdown(); }
+
+TestSuite(swap, .init = start, .fini = stop, .timeout = 300);
+TestSuite(swap_faults, .init = start, .fini = stop, .timeout = 300);
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static dev_addr_t addr(const void *p) { return (dev_addr_t)(uintptr_t)p; }
+
+static void *must_malloc(size_t size)
+{
+    void *p = NULL;
+    TEST_OK(lms_malloc(&p, size, NULL));
+    cr_assert_not_null(p);
+    return p;
+}
+
+/* Makes [p, p+n) resident for mode on s and enqueues a fill with seed. The
+ * device objects are looked up before lms_access: the kernel must be
+ * enqueued before the thread's next lms call. */
+static void fill_on(void *p, size_t n, uint64_t seed, lms_access_mode_t mode, lms_stream_t s)
+{
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(s);
+    TEST_OK(lms_access(p, n, mode, s));
+    TEST_OK(dev_fill(dev, ds, addr(p), n, seed));
+}
+
+static void fill(void *p, size_t n, uint64_t seed) { fill_on(p, n, seed, LMS_OVERWRITE, NULL); }
+
+/* Enqueues a checksum of [p, p+n) on s, made resident for reading, into *out. */
+static void checksum_on(const void *p, size_t n, lms_stream_t s, uint64_t *out)
+{
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(s);
+    TEST_OK(lms_access(p, n, LMS_READ, s));
+    TEST_OK(dev_checksum(dev, ds, addr(p), n, out));
+}
+
+static uint64_t read_sum(const void *p, size_t n)
+{
+    uint64_t sum = 0;
+    checksum_on(p, n, NULL, &sum);
+    TEST_OK(lms_stream_synchronize(NULL));
+    return sum;
+}
+
+/* The checksum of n bytes filled with seed. */
+static uint64_t fill_sum(size_t n, uint64_t seed)
+{
+    unsigned char *buf = malloc(n ? n : 1);
+    cr_assert_not_null(buf);
+    dev_fill_ref(buf, n, seed);
+    uint64_t sum = dev_checksum_ref(buf, n);
+    free(buf);
+    return sum;
+}
+
+#define EXPECT_FILLED(p, n, seed)                                                            \
+    cr_assert_eq(read_sum((p), (n)), fill_sum((n), (seed)),                                  \
+                 "%s (%p, %zu bytes) holds what seed %llu wrote", #p, (void *)(p),          \
+                 (size_t)(n), (unsigned long long)(seed))
+
+static lms_stats_t stats(void)
+{
+    lms_stats_t st;
+    TEST_OK(lms_stats(&st));
+    return st;
+}
+
+/* The stats once lms is idle: the default stream drained and the reclaim
+ * thread done (three samples 20 ms apart that agree). */
+static lms_stats_t settled(void)
+{
+    TEST_OK(lms_stream_synchronize(NULL));
+    lms_stats_t a = stats(), b;
+    for (int same = 0, i = 0; same < 3 && i < 200; i++) {
+        usleep(20000);
+        b = stats();
+        same = memcmp(&a, &b, sizeof a) == 0 ? same + 1 : 0;
+        a = b;
+    }
+    return a;
+}
+
+/* What holds whatever the state: byte counts are whole chunks, residency
+ * stays within the limits. */
+static void check_invariants(const lms_stats_t *st)
+{
+    cr_assert_eq(st->bytes_h2d, st->fetches * chunk, "h2d %llu bytes for %llu fetches",
+                 (unsigned long long)st->bytes_h2d, (unsigned long long)st->fetches);
+    cr_assert_eq(st->bytes_d2h, st->evictions * chunk, "d2h %llu bytes for %llu evictions",
+                 (unsigned long long)st->bytes_d2h, (unsigned long long)st->evictions);
+    cr_assert_leq(st->resident_bytes, st->device_limit);
+    cr_assert_leq(st->peak_resident_bytes, st->device_limit);
+    cr_assert_geq(st->peak_resident_bytes, st->resident_bytes);
+    cr_assert_leq(st->pinned_bytes, st->resident_bytes);
+    cr_assert_leq(st->host_bytes, st->host_limit);
+    cr_assert_leq(st->allocated_bytes, st->device_limit + st->host_limit);
+}
+
+/* n allocations of one chunk each, filled with seeds base+i. */
+static void **chunks_filled(size_t n, uint64_t base)
+{
+    void **p = calloc(n, sizeof *p);
+    cr_assert_not_null(p);
+    for (size_t i = 0; i < n; i++) {
+        p[i] = must_malloc(chunk);
+        fill(p[i], chunk, base + i);
+    }
+    TEST_OK(lms_stream_synchronize(NULL));
+    return p;
+}
+
+static void free_all(void **p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        TEST_OK(lms_free(p[i], NULL));
+    free(p);
+}
+
+/* Everything was freed: the whole room (device limit + host limit) can be
+ * allocated again. (allocated_bytes need not be 0: alloc/ keeps one empty
+ * slab per size class, and gives it back when room runs out.) */
+static void all_room_is_free_again(void)
+{
+    lms_stats_t st = stats();
+    size_t n = (st.device_limit + st.host_limit) / chunk;
+    void **p = calloc(n, sizeof *p);
+    cr_assert_not_null(p);
+    for (size_t i = 0; i < n; i++) {
+        lms_status_t s = lms_malloc(&p[i], chunk, NULL);
+        cr_assert_eq(s, LMS_OK, "chunk %zu of %zu: %s", i, n, lms_last_error());
+    }
+    void *q = NULL;
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, chunk, NULL));
+    free_all(p, n);
+}
+
+/* A gate that holds a stream's work back until opened (by another thread). */
+static atomic_int gate;
+
+static void wait_gate(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&gate))
+        usleep(1000);
+}
+
+static void *open_gate_later(void *arg)
+{
+    (void)arg;
+    usleep(200000);
+    atomic_store(&gate, 1);
+    return NULL;
+}
+
+/* ---- more than the device holds ------------------------------------------ */
+
+Test(swap, four_times_the_device_limit_is_written_then_read_back_correct)
+{
+    enum { LARGE = 10, SMALL = 300 };
+    size_t large = 3 * chunk - 100, small = 7000;
+    void *p[LARGE + SMALL];
+    size_t n[LARGE + SMALL];
+    for (int i = 0; i < LARGE + SMALL; i++) {
+        n[i] = i < LARGE ? large : small;
+        p[i] = must_malloc(n[i]);
+        fill(p[i], n[i], 1000 + (uint64_t)i);
+    }
+    lms_stats_t st = stats();
+    cr_assert_geq(st.allocated_bytes, 4 * st.device_limit, "allocated %llu bytes",
+                  (unsigned long long)st.allocated_bytes);
+    /* read back everything, in order, then in reverse order on another stream */
+    lms_stream_t other;
+    TEST_OK(lms_stream_create(&other));
+    TEST_OK(lms_stream_synchronize(NULL));
+    static uint64_t got[2][LARGE + SMALL];
+    for (int i = 0; i < LARGE + SMALL; i++)
+        checksum_on(p[i], n[i], NULL, &got[0][i]);
+    TEST_OK(lms_stream_synchronize(NULL));
+    for (int i = LARGE + SMALL - 1; i >= 0; i--)
+        checksum_on(p[i], n[i], other, &got[1][i]);
+    TEST_OK(lms_stream_synchronize(other));
+    for (int i = 0; i < LARGE + SMALL; i++) {
+        uint64_t want = fill_sum(n[i], 1000 + (uint64_t)i);
+        cr_assert_eq(got[0][i], want, "allocation %d (%zu bytes) read back wrong", i, n[i]);
+        cr_assert_eq(got[1][i], want, "allocation %d (%zu bytes) read back wrong on another stream",
+                     i, n[i]);
+    }
+    st = stats();
+    check_invariants(&st);
+    cr_assert_gt(st.evictions, 0);
+    cr_assert_gt(st.fetches, 0);
+    cr_assert_gt(st.host_bytes, 0);
+    TEST_OK(lms_stream_destroy(other));
+}
+
+Test(swap, an_allocation_larger_than_the_device_is_used_piece_by_piece)
+{
+    size_t n = 2 * LIMIT_CHUNKS * chunk;
+    unsigned char *p = must_malloc(n), *image = malloc(n);
+    cr_assert_not_null(image);
+    for (size_t i = 0; i < 2 * LIMIT_CHUNKS; i++) {
+        fill(p + i * chunk, chunk, 50 + i);
+        dev_fill_ref(image + i * chunk, chunk, 50 + i);
+    }
+    /* pieces that straddle chunks and fills */
+    for (size_t off = chunk / 2; off + 3 * chunk <= n; off += 3 * chunk)
+        cr_assert_eq(read_sum(p + off, 3 * chunk), dev_checksum_ref(image + off, 3 * chunk),
+                     "[%zu, +%zu) of the allocation", off, 3 * chunk);
+    /* the whole of it can never be resident at once */
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access(p, n, LMS_READ, NULL));
+    for (size_t off = 0; off < n; off += chunk)
+        cr_assert_eq(read_sum(p + off, chunk), dev_checksum_ref(image + off, chunk));
+    free(image);
+}
+
+Test(swap, access_many_makes_every_range_resident_for_one_piece_of_work)
+{
+    void **p = chunks_filled(3 * LIMIT_CHUNKS, 10);
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(NULL);
+    /* half a chunk of each of six allocations spread over the whole set,
+     * read three and overwritten three, in one call */
+    lms_range_t r[6];
+    uint64_t sums[3];
+    for (int i = 0; i < 6; i++)
+        r[i] = (lms_range_t){(char *)p[4 * i] + chunk / 4, chunk / 2,
+                             i < 3 ? LMS_READ : LMS_OVERWRITE};
+    TEST_OK(lms_access_many(r, 6, NULL));
+    for (int i = 0; i < 3; i++)
+        TEST_OK(dev_checksum(dev, ds, addr(r[i].ptr), r[i].bytes, &sums[i]));
+    for (int i = 3; i < 6; i++)
+        TEST_OK(dev_fill(dev, ds, addr(r[i].ptr), r[i].bytes, 500 + (uint64_t)i));
+    TEST_OK(lms_stream_synchronize(NULL));
+    unsigned char *image = malloc(chunk);
+    for (int i = 0; i < 6; i++) {
+        dev_fill_ref(image, chunk, 10 + 4 * (uint64_t)i);
+        if (i < 3)
+            cr_assert_eq(sums[i], dev_checksum_ref(image + chunk / 4, chunk / 2));
+        else
+            dev_fill_ref(image + chunk / 4, chunk / 2, 500 + (uint64_t)i);
+        cr_assert_eq(read_sum(p[4 * i], chunk), dev_checksum_ref(image, chunk),
+                     "allocation %d after the batch", 4 * i);
+    }
+    free(image);
+    /* more than the device at once fails and loses nothing */
+    lms_range_t all[LIMIT_CHUNKS + 1];
+    for (int i = 0; i <= LIMIT_CHUNKS; i++)
+        all[i] = (lms_range_t){p[i], chunk, LMS_READ};
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access_many(all, LIMIT_CHUNKS + 1, NULL));
+    for (int i = 0; i <= LIMIT_CHUNKS; i++) /* none of them was overwritten above */
+        EXPECT_FILLED(p[i], chunk, 10 + (uint64_t)i);
+    free_all(p, 3 * LIMIT_CHUNKS);
+}
+
+/* ---- access modes and clean copies ----------------------------------------- */
+
+Test(swap, overwrite_does_not_fetch_but_read_and_write_do)
+{
+    size_t n = 2 * LIMIT_CHUNKS;
+    void **p = chunks_filled(n, 0);
+    lms_stats_t before = settled();
+    /* at least n - LIMIT_CHUNKS of them are on the host now, whatever the policy */
+    for (size_t i = 0; i < n; i++)
+        fill(p[i], chunk, 100 + i);
+    lms_stats_t after = settled();
+    cr_assert_eq(after.bytes_h2d, before.bytes_h2d, "LMS_OVERWRITE fetched %llu bytes",
+                 (unsigned long long)(after.bytes_h2d - before.bytes_h2d));
+    cr_assert_eq(after.fetches, before.fetches);
+    for (size_t i = 0; i < n; i++)
+        EXPECT_FILLED(p[i], chunk, 100 + i);
+    lms_stats_t read = settled();
+    cr_assert_geq(read.fetches - after.fetches, n - LIMIT_CHUNKS, "LMS_READ fetched %llu chunks",
+                  (unsigned long long)(read.fetches - after.fetches));
+    for (size_t i = 0; i < n; i++)
+        fill_on(p[i], chunk, 200 + i, LMS_WRITE, NULL);
+    lms_stats_t write = settled();
+    cr_assert_geq(write.fetches - read.fetches, n - LIMIT_CHUNKS,
+                  "LMS_WRITE must fetch what it does not hold: %llu chunks",
+                  (unsigned long long)(write.fetches - read.fetches));
+    for (size_t i = 0; i < n; i++)
+        EXPECT_FILLED(p[i], chunk, 200 + i);
+    check_invariants(&write);
+    free_all(p, n);
+}
+
+Test(swap, an_overwrite_of_part_of_a_chunk_keeps_the_rest_of_it)
+{
+    /* a large allocation, and two small ones that share a chunk */
+    unsigned char *big = must_malloc(2 * chunk);
+    char *s1 = must_malloc(4096), *s2 = must_malloc(4096);
+    cr_assert_eq(addr(s1) / chunk, addr(s2) / chunk, "small allocations share a chunk");
+    fill(big, 2 * chunk, 1);
+    fill(s1, 4096, 2);
+    fill(s2, 4096, 3);
+    for (int round = 0; round < 2; round++) {
+        void **other = chunks_filled(2 * LIMIT_CHUNKS, 10); /* pushes them out, usually */
+        free_all(other, 2 * LIMIT_CHUNKS);
+        if (round == 0) {
+            fill_on(big + chunk - 8192, 16384, 4, LMS_OVERWRITE, NULL); /* across the boundary */
+            fill_on(s1, 4096, 5, LMS_OVERWRITE, NULL);
+        }
+    }
+    unsigned char *image = malloc(2 * chunk);
+    dev_fill_ref(image, 2 * chunk, 1);
+    dev_fill_ref(image + chunk - 8192, 16384, 4);
+    cr_assert_eq(read_sum(big, 2 * chunk), dev_checksum_ref(image, 2 * chunk));
+    free(image);
+    EXPECT_FILLED(s1, 4096, 5);
+    EXPECT_FILLED(s2, 4096, 3);
+}
+
+Test(swap, a_chunk_read_after_eviction_and_evicted_again_unchanged_is_a_clean_drop)
+{
+    /* Seven chunks pinned leave one block for A and C; pins keep the
+     * policy out of it: the block can only go to A or C. */
+    void *a = must_malloc(chunk), *c = must_malloc(chunk);
+    fill(c, chunk, 3);
+    void **b = chunks_filled(LIMIT_CHUNKS - 1, 10);
+    for (int i = 0; i < LIMIT_CHUNKS - 1; i++)
+        TEST_OK(lms_pin(b[i], chunk));
+    fill(a, chunk, 1);                 /* C out (copied: it was written) */
+    uint64_t sum = read_sum(c, chunk); /* A out (copied), C in: C is clean now */
+    cr_assert_eq(sum, fill_sum(chunk, 3));
+    lms_stats_t s0 = settled();
+    cr_assert_eq(s0.pinned_bytes, (LIMIT_CHUNKS - 1) * chunk);
+    /* From here on nothing unpinned on the device differs from its host copy */
+    EXPECT_FILLED(a, chunk, 1); /* C dropped, A fetched: A is clean */
+    EXPECT_FILLED(c, chunk, 3); /* A dropped: read after eviction, evicted unchanged */
+    lms_stats_t s2 = settled();
+    cr_assert_eq(s2.bytes_d2h, s0.bytes_d2h, "clean chunks were copied out: %llu bytes",
+                 (unsigned long long)(s2.bytes_d2h - s0.bytes_d2h));
+    cr_assert_eq(s2.evictions, s0.evictions);
+    cr_assert_geq(s2.clean_drops - s0.clean_drops, 1, "A's second eviction is a clean drop");
+    cr_assert_eq(s2.fetches - s0.fetches, 2);
+    cr_assert_eq(s2.bytes_h2d - s0.bytes_h2d, 2 * chunk);
+    check_invariants(&s2);
+    for (int i = 0; i < LIMIT_CHUNKS - 1; i++)
+        TEST_OK(lms_unpin(b[i], chunk));
+    free_all(b, LIMIT_CHUNKS - 1);
+}
+
+Test(swap, rereading_a_working_set_twice_the_device_copies_out_each_written_chunk_once)
+{
+    /* whatever the policy: after the writes, each chunk is copied out at most
+     * once more (the chunks still dirty on the device); every later eviction
+     * of data only read is a clean drop */
+    size_t n = 2 * LIMIT_CHUNKS;
+    void **p = chunks_filled(n, 30);
+    lms_stats_t s0 = settled();
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < n; i++)
+            EXPECT_FILLED(p[i], chunk, 30 + i);
+    lms_stats_t s1 = settled();
+    uint64_t dropped = s1.clean_drops - s0.clean_drops, copied = s1.evictions - s0.evictions;
+    cr_assert_leq(copied, LIMIT_CHUNKS, "%llu chunks copied out while only reading",
+                  (unsigned long long)copied);
+    cr_assert_geq(dropped + copied, s1.fetches - s0.fetches - LIMIT_CHUNKS,
+                  "every fetch beyond the first device-full made room by an eviction");
+    cr_assert_gt(dropped, 0);
+    check_invariants(&s1);
+    free_all(p, n);
+}
+
+/* ---- pins ------------------------------------------------------------------ */
+
+Test(swap, pinned_memory_stays_resident_while_other_memory_swaps)
+{
+    void *pinned = must_malloc(2 * chunk);
+    fill(pinned, 2 * chunk, 7);
+    TEST_OK(lms_pin(pinned, 2 * chunk));
+    lms_stats_t st = stats();
+    cr_assert_eq(st.pinned_bytes, 2 * chunk);
+    cr_assert_geq(st.resident_bytes, 2 * chunk);
+    void **other = chunks_filled(3 * LIMIT_CHUNKS, 100);
+    for (int i = 0; i < 3 * LIMIT_CHUNKS; i++)
+        EXPECT_FILLED(other[i], chunk, 100 + (uint64_t)i);
+    /* used with no lms_access, on a stream that never named it: on sim an
+     * evicted chunk would fault here */
+    lms_stream_t s;
+    TEST_OK(lms_stream_create(&s));
+    uint64_t sum = 0;
+    TEST_OK(dev_checksum(swap_device(), swap_stream(s), addr(pinned), 2 * chunk, &sum));
+    TEST_OK(dev_fill(swap_device(), swap_stream(s), addr(pinned), chunk, 8));
+    TEST_OK(lms_stream_synchronize(s));
+    cr_assert_eq(sum, fill_sum(2 * chunk, 7));
+    /* pins nest */
+    TEST_OK(lms_pin(pinned, 2 * chunk));
+    TEST_OK(lms_unpin(pinned, 2 * chunk));
+    cr_assert_eq(stats().pinned_bytes, 2 * chunk, "one pin is left");
+    TEST_OK(lms_unpin(pinned, 2 * chunk));
+    cr_assert_eq(stats().pinned_bytes, 0);
+    TEST_FAILS(LMS_ERR_INVALID, lms_unpin(pinned, 2 * chunk));
+    /* unpinned, it swaps like the rest and keeps its data */
+    free_all(other, 3 * LIMIT_CHUNKS);
+    other = chunks_filled(2 * LIMIT_CHUNKS, 200);
+    unsigned char *image = malloc(2 * chunk);
+    dev_fill_ref(image, 2 * chunk, 7);
+    dev_fill_ref(image, chunk, 8);
+    cr_assert_eq(read_sum(pinned, 2 * chunk), dev_checksum_ref(image, 2 * chunk));
+    free(image);
+    /* a small allocation pins its whole chunk */
+    void *small = must_malloc(1000);
+    TEST_OK(lms_pin(small, 1000));
+    cr_assert_eq(stats().pinned_bytes, chunk);
+    TEST_OK(lms_unpin(small, 1000));
+    free_all(other, 2 * LIMIT_CHUNKS);
+    TEST_OK(lms_stream_destroy(s));
+}
+
+Test(swap, when_everything_is_pinned_an_access_elsewhere_fails_with_out_of_memory)
+{
+    void *y = must_malloc(chunk);
+    fill(y, chunk, 5);
+    void **x = chunks_filled(LIMIT_CHUNKS, 20);
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_pin(x[i], chunk));
+    lms_stats_t s0 = stats();
+    cr_assert_eq(s0.pinned_bytes, s0.device_limit);
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access(y, chunk, LMS_READ, NULL));
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access(y, 100, LMS_OVERWRITE, NULL));
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_pin(y, chunk));
+    void *z = must_malloc(chunk); /* allocating needs no device memory */
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access(z, chunk, LMS_OVERWRITE, NULL));
+    lms_stats_t s1 = stats();
+    cr_assert_eq(s1.ooms - s0.ooms, 4);
+    cr_assert_eq(s1.pinned_bytes, s0.pinned_bytes);
+    cr_assert_eq(s1.evictions + s1.clean_drops, s0.evictions + s0.clean_drops,
+                 "nothing pinned was evicted");
+    /* the pinned memory is all still there (no lms_access needed) */
+    static uint64_t sums[LIMIT_CHUNKS];
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(dev_checksum(swap_device(), swap_stream(NULL), addr(x[i]), chunk, &sums[i]));
+    TEST_OK(lms_stream_synchronize(NULL));
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        cr_assert_eq(sums[i], fill_sum(chunk, 20 + (uint64_t)i));
+    /* one unpin makes room, and nothing was lost */
+    TEST_OK(lms_unpin(x[0], chunk));
+    EXPECT_FILLED(y, chunk, 5);
+    for (int i = 1; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_unpin(x[i], chunk));
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        EXPECT_FILLED(x[i], chunk, 20 + (uint64_t)i);
+    free_all(x, LIMIT_CHUNKS);
+}
+
+/* ---- out of memory ---------------------------------------------------------- */
+
+Test(swap, malloc_beyond_the_device_and_host_limits_fails_with_a_message_and_loses_nothing)
+{
+    restart(LIMIT_CHUNKS, false); /* room for 2 x LIMIT_CHUNKS chunks in all */
+    size_t free_b, total;
+    TEST_OK(lms_memory_info(&free_b, &total));
+    cr_assert_eq(total, LIMIT_CHUNKS * chunk);
+    cr_assert_eq(free_b, total, "free is at most total");
+    enum { N = 8 };
+    size_t sizes[N] = {3 * chunk, chunk, 3 * chunk - 1, chunk, 2 * chunk, chunk / 2 + 1, chunk,
+                       4 * chunk};
+    void *p[N];
+    for (int i = 0; i < N; i++) { /* 16 chunks */
+        p[i] = must_malloc(sizes[i]);
+        fill(p[i], sizes[i], 60 + (uint64_t)i);
+    }
+    TEST_OK(lms_memory_info(&free_b, &total));
+    cr_assert_eq(free_b, 0);
+    lms_stats_t s0 = stats();
+    cr_assert_eq(s0.allocated_bytes, 2 * LIMIT_CHUNKS * chunk);
+    void *q = (void *)1;
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, 1, NULL));
+    cr_assert_null(q);
+    const char *msg = lms_last_error();
+    cr_assert(strstr(msg, "LMS_DEVICE_LIMIT") != NULL && strstr(msg, "LMS_HOST_LIMIT") != NULL,
+              "the message names both settings to raise: %s", msg);
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, 5 * chunk, NULL));
+    cr_assert_eq(stats().ooms - s0.ooms, 2);
+    /* everything allocated has somewhere to be, and is intact */
+    for (int i = N - 1; i >= 0; i--)
+        EXPECT_FILLED(p[i], sizes[i], 60 + (uint64_t)i);
+    /* a free makes room again */
+    TEST_OK(lms_free(p[1], NULL));
+    TEST_OK(lms_stream_synchronize(NULL));
+    p[1] = must_malloc(chunk);
+    fill(p[1], chunk, 99);
+    for (int i = 0; i < N; i++)
+        EXPECT_FILLED(p[i], sizes[i], i == 1 ? 99 : 60 + (uint64_t)i);
+    lms_stats_t st = stats();
+    check_invariants(&st);
+}
+
+/* ---- bad input -------------------------------------------------------------- */
+
+/* The counters bad input must not move. */
+static void expect_unchanged(const lms_stats_t *a, const lms_stats_t *b)
+{
+    cr_assert_eq(a->bytes_h2d, b->bytes_h2d, "bad input fetched");
+    cr_assert_eq(a->fetches, b->fetches);
+    cr_assert_eq(a->bytes_d2h, b->bytes_d2h, "bad input evicted");
+    cr_assert_eq(a->evictions + a->clean_drops, b->evictions + b->clean_drops);
+    cr_assert_eq(a->pinned_bytes, b->pinned_bytes, "bad input pinned or unpinned");
+    cr_assert_eq(a->resident_bytes, b->resident_bytes);
+    cr_assert_eq(a->allocated_bytes, b->allocated_bytes);
+    cr_assert_eq(a->ooms, b->ooms);
+}
+
+Test(swap, bad_input_to_access_pin_and_unpin_is_rejected_and_changes_nothing)
+{
+    char *p = must_malloc(3 * chunk + 100), *small = must_malloc(3000), *gone = must_malloc(5000);
+    void *base;
+    size_t usable, usable_small;
+    TEST_OK(lms_allocation_of(p, &base, &usable));
+    TEST_OK(lms_allocation_of(small, &base, &usable_small));
+    fill(p, 3 * chunk + 100, 1);
+    fill(small, 3000, 2);
+    TEST_OK(lms_free(gone, NULL));
+    TEST_OK(lms_pin(small, 3000));
+    lms_stream_t dead;
+    TEST_OK(lms_stream_create(&dead));
+    TEST_OK(lms_stream_destroy(dead));
+    char host[64];
+    lms_stats_t s0 = settled();
+
+    const struct {
+        const void *ptr;
+        size_t bytes;
+        const char *what;
+    } bad[] = {
+        {NULL, 8, "NULL"},
+        {host, 8, "host memory"},
+        {(void *)(uintptr_t)4096, 8, "a low address"},
+        {gone, 8, "a freed allocation"},
+        {p + usable - 8, 16, "a range past the end"},
+        {small + usable_small - 1, 2, "a small allocation's range past its end"},
+        {p, usable + 1, "one byte more than the allocation"},
+        {p + 8, SIZE_MAX, "a range that wraps"},
+        {p, 0, "0 bytes"},
+        {p + chunk, 0, "0 bytes inside"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        lms_access_mode_t modes[] = {LMS_READ, LMS_WRITE, LMS_OVERWRITE};
+        for (int m = 0; m < 3; m++) {
+            lms_status_t st = lms_access(bad[i].ptr, bad[i].bytes, modes[m], NULL);
+            cr_assert_eq(st, LMS_ERR_INVALID, "lms_access of %s -> %s", bad[i].what,
+                         lms_status_str(st));
+            cr_assert_neq(lms_last_error()[0], '\0');
+        }
+        lms_range_t r[2] = {{p, chunk, LMS_READ}, {bad[i].ptr, bad[i].bytes, LMS_READ}};
+        cr_assert_eq(lms_access_many(r, 2, NULL), LMS_ERR_INVALID, "lms_access_many with %s",
+                     bad[i].what);
+        cr_assert_eq(lms_pin(bad[i].ptr, bad[i].bytes), LMS_ERR_INVALID, "lms_pin of %s",
+                     bad[i].what);
+        cr_assert_eq(lms_unpin(bad[i].ptr, bad[i].bytes), LMS_ERR_INVALID, "lms_unpin of %s",
+                     bad[i].what);
+    }
+    int modes[] = {0, 4, 99, -1};
+    for (int m = 0; m < 4; m++) {
+        TEST_FAILS(LMS_ERR_INVALID, lms_access(p, 64, (lms_access_mode_t)modes[m], NULL));
+        lms_range_t r[2] = {{p, 64, LMS_READ}, {small, 64, (lms_access_mode_t)modes[m]}};
+        TEST_FAILS(LMS_ERR_INVALID, lms_access_many(r, 2, NULL));
+    }
+    lms_stream_t streams[] = {(lms_stream_t)(uintptr_t)0x777, dead};
+    for (int s = 0; s < 2; s++) {
+        TEST_FAILS(LMS_ERR_INVALID, lms_access(p, 64, LMS_READ, streams[s]));
+        lms_range_t r = {p, 64, LMS_READ};
+        TEST_FAILS(LMS_ERR_INVALID, lms_access_many(&r, 1, streams[s]));
+    }
+    TEST_FAILS(LMS_ERR_INVALID, lms_access_many(NULL, 1, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_unpin(p, chunk)); /* never pinned */
+    TEST_FAILS(LMS_ERR_INVALID, lms_unpin(gone, 100));
+    lms_stats_t s1 = settled();
+    expect_unchanged(&s0, &s1);
+
+    TEST_OK(lms_unpin(small, 3000));
+    TEST_FAILS(LMS_ERR_INVALID, lms_unpin(small, 3000)); /* more unpins than pins */
+    /* a range inside an allocation, not at its start, is fine */
+    unsigned char *image = malloc(3 * chunk + 100);
+    dev_fill_ref(image, 3 * chunk + 100, 1);
+    cr_assert_eq(read_sum(p + chunk + 8, chunk), dev_checksum_ref(image + chunk + 8, chunk));
+    free(image);
+    EXPECT_FILLED(small, 3000, 2);
+    EXPECT_FILLED(p, 3 * chunk + 100, 1);
+}
+
+/* ---- frees ------------------------------------------------------------------ */
+
+Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
+{
+    restart(LIMIT_CHUNKS, false); /* 2 x LIMIT_CHUNKS chunks in all */
+    lms_stream_t a;
+    TEST_OK(lms_stream_create(&a));
+    size_t n = 2 * LIMIT_CHUNKS;
+    void **p = calloc(n, sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = must_malloc(chunk);
+    /* p[0]: never accessed; p[1..12]: written (the early ones evicted);
+     * p[13]: resident with a kernel queued behind a gate; p[14], p[15]:
+     * pinned then unpinned, and read */
+    for (size_t i = 1; i <= 12; i++)
+        fill(p[i], chunk, i);
+    TEST_OK(lms_stream_synchronize(NULL));
+    atomic_store(&gate, 0);
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(a);
+    TEST_OK(lms_access(p[13], chunk, LMS_OVERWRITE, a));
+    TEST_OK(dev_host_func(dev, ds, wait_gate, NULL));
+    TEST_OK(dev_fill(dev, ds, addr(p[13]), chunk, 13));
+    for (size_t i = 14; i < 16; i++) {
+        fill(p[i], chunk, i);
+        TEST_OK(lms_pin(p[i], chunk));
+        TEST_OK(lms_unpin(p[i], chunk));
+    }
+    EXPECT_FILLED(p[14], chunk, 14);
+    lms_stats_t s0 = stats();
+    cr_assert_eq(s0.allocated_bytes, n * chunk);
+    cr_assert_gt(s0.host_bytes, 0, "some were evicted");
+    TEST_OK(lms_free(p[13], a)); /* behind the gated kernel */
+    for (size_t i = 0; i < n; i++)
+        if (i != 13)
+            TEST_OK(lms_free(p[i], NULL));
+    pthread_t opener;
+    pthread_create(&opener, NULL, open_gate_later, NULL);
+    /* all of it again, on the other stream (so p[13] waits for the gate) */
+    for (size_t i = 0; i < n; i++) {
+        p[i] = NULL;
+        TEST_OK(lms_malloc(&p[i], chunk, NULL));
+        fill(p[i], chunk, 100 + i);
+    }
+    pthread_join(opener, NULL);
+    for (size_t i = 0; i < n; i++)
+        EXPECT_FILLED(p[i], chunk, 100 + i);
+    free_all(p, n);
+    TEST_OK(lms_stream_synchronize(a));
+    lms_stats_t s1 = settled();
+    cr_assert_eq(s1.allocated_bytes, 0);
+    cr_assert_eq(s1.pinned_bytes, 0);
+    /* small allocations in every state too */
+    enum { SMALL = 2000 };
+    static void *q[SMALL];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < SMALL; i++) {
+            q[i] = must_malloc(10000);
+            if (i % 3 != 0)
+                fill(q[i], 10000, (uint64_t)i);
+        }
+        for (int i = 0; i < SMALL; i += 7)
+            if (i % 3 != 0)
+                EXPECT_FILLED(q[i], 10000, (uint64_t)i);
+        for (int i = 0; i < SMALL; i++)
+            TEST_OK(lms_free(q[i], NULL));
+    }
+    lms_stats_t s2 = settled();
+    cr_assert_leq(s2.allocated_bytes, chunk, "one empty slab of the class is kept");
+    check_invariants(&s2);
+    all_room_is_free_again();
+    TEST_OK(lms_stream_destroy(a));
+}
+
+/* ---- queued work ------------------------------------------------------------- */
+
+Test(swap, eviction_waits_for_the_work_queued_on_a_chunk)
+{
+    lms_stream_t a;
+    TEST_OK(lms_stream_create(&a));
+    void *w = must_malloc(chunk), *r = must_malloc(chunk);
+    fill(r, chunk, 2);
+    TEST_OK(lms_stream_synchronize(NULL));
+    /* a: gate, fill w, checksum r; the host does not wait for them */
+    uint64_t sum = 0;
+    atomic_store(&gate, 0);
+    lms_range_t ranges[2] = {{w, chunk, LMS_OVERWRITE}, {r, chunk, LMS_READ}};
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(a);
+    TEST_OK(lms_access_many(ranges, 2, a));
+    TEST_OK(dev_host_func(dev, ds, wait_gate, NULL));
+    TEST_OK(dev_fill(dev, ds, addr(w), chunk, 1));
+    TEST_OK(dev_checksum(dev, ds, addr(r), chunk, &sum));
+    pthread_t opener;
+    pthread_create(&opener, NULL, open_gate_later, NULL);
+    /* meanwhile the default stream wants the whole device twice over: w
+     * and r may go, but not from under a's kernels */
+    void **other = chunks_filled(2 * LIMIT_CHUNKS, 10);
+    pthread_join(opener, NULL);
+    TEST_OK(lms_stream_synchronize(a));
+    cr_assert_eq(sum, fill_sum(chunk, 2));
+    EXPECT_FILLED(w, chunk, 1);
+    EXPECT_FILLED(r, chunk, 2);
+    for (int i = 0; i < 2 * LIMIT_CHUNKS; i++)
+        EXPECT_FILLED(other[i], chunk, 10 + (uint64_t)i);
+    free_all(other, 2 * LIMIT_CHUNKS);
+    TEST_OK(lms_stream_destroy(a));
+}
+
+typedef struct user {
+    int id;
+    char failure[200];
+} user_t;
+
+static void *share_chunks(void *arg)
+{
+    user_t *u = arg;
+    lms_stream_t s;
+    if (lms_stream_create(&s) != LMS_OK) {
+        snprintf(u->failure, sizeof u->failure, "stream_create: %s", lms_last_error());
+        return NULL;
+    }
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(s);
+    enum { N = 64, SIZE = 192000 };
+    void *p[N];
+    uint64_t sums[N];
+    for (int i = 0; i < N; i++)
+        if (lms_malloc(&p[i], SIZE, s) != LMS_OK) {
+            snprintf(u->failure, sizeof u->failure, "malloc: %s", lms_last_error());
+            return NULL;
+        }
+    for (int round = 0; round < 8 && !u->failure[0]; round++) {
+        for (int i = 0; i < N; i++) {
+            uint64_t seed = (uint64_t)u->id << 32 | (uint64_t)round << 16 | (uint64_t)i;
+            lms_status_t st = lms_access(p[i], SIZE, round % 2 ? LMS_WRITE : LMS_OVERWRITE, s);
+            if (st == LMS_OK)
+                st = dev_fill(dev, ds, addr(p[i]), SIZE, seed);
+            if (st == LMS_OK)
+                st = lms_access(p[i], SIZE, LMS_READ, s);
+            if (st == LMS_OK)
+                st = dev_checksum(dev, ds, addr(p[i]), SIZE, &sums[i]);
+            if (st != LMS_OK) {
+                snprintf(u->failure, sizeof u->failure, "access: %s", lms_last_error());
+                break;
+            }
+        }
+        lms_stream_synchronize(s);
+        for (int i = 0; i < N && !u->failure[0]; i++) {
+            uint64_t seed = (uint64_t)u->id << 32 | (uint64_t)round << 16 | (uint64_t)i;
+            if (sums[i] != fill_sum(SIZE, seed))
+                snprintf(u->failure, sizeof u->failure, "thread %d round %d allocation %d wrong",
+                         u->id, round, i);
+        }
+    }
+    for (int i = 0; i < N; i++)
+        lms_free(p[i], s);
+    lms_stream_destroy(s);
+    return NULL;
+}
+
+Test(swap, threads_whose_small_allocations_share_chunks_keep_each_others_data)
+{
+    /* 4 threads x 64 x 192000 bytes: 3 x the device, interleaved in slabs */
+    enum { T = 4 };
+    pthread_t t[T];
+    static user_t u[T];
+    for (int i = 0; i < T; i++) {
+        u[i].id = i + 1;
+        pthread_create(&t[i], NULL, share_chunks, &u[i]);
+    }
+    for (int i = 0; i < T; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < T; i++)
+        cr_assert_eq(u[i].failure[0], '\0', "%s", u[i].failure);
+    lms_stats_t st = settled();
+    check_invariants(&st);
+    all_room_is_free_again();
+}
+
+/* ---- stats ------------------------------------------------------------------- */
+
+Test(swap, stats_counters_move_as_expected)
+{
+    lms_stats_t st = stats();
+    cr_assert_eq(st.device_limit, LIMIT_CHUNKS * chunk);
+    cr_assert_eq(st.host_limit, HOST_CHUNKS * chunk);
+    cr_assert_eq(st.bytes_h2d + st.bytes_d2h + st.evictions + st.clean_drops + st.fetches, 0);
+    cr_assert_eq(st.resident_bytes + st.peak_resident_bytes + st.pinned_bytes, 0);
+    cr_assert_eq(st.allocated_bytes + st.ooms + st.stall_ns + st.prefetch_hits, 0);
+
+    void *p = must_malloc(2 * chunk);
+    st = stats();
+    cr_assert_eq(st.allocated_bytes, 2 * chunk);
+    cr_assert_eq(st.resident_bytes, 0, "lms_malloc backs nothing");
+    fill(p, 2 * chunk, 1);
+    st = stats();
+    cr_assert_eq(st.resident_bytes, 2 * chunk);
+    cr_assert_eq(st.peak_resident_bytes, 2 * chunk);
+    cr_assert_eq(st.fetches, 0, "a first use fetches nothing");
+
+    void **other = chunks_filled(2 * LIMIT_CHUNKS, 10);
+    st = settled();
+    cr_assert_eq(st.allocated_bytes, (2 + 2 * LIMIT_CHUNKS) * chunk);
+    /* the reclaim thread keeps a chunk or two free */
+    cr_assert_geq(st.peak_resident_bytes, st.device_limit - 2 * chunk);
+    cr_assert_geq(st.evictions, LIMIT_CHUNKS + 2, "%llu", (unsigned long long)st.evictions);
+    cr_assert_eq(st.clean_drops, 0, "everything was written");
+    cr_assert_eq(st.fetches, 0, "nothing was read");
+    cr_assert_geq(st.host_bytes, st.evictions * chunk);
+    check_invariants(&st);
+
+    EXPECT_FILLED(p, 2 * chunk, 1);
+    lms_stats_t st2 = settled();
+    cr_assert_geq(st2.fetches - st.fetches, 1);
+    check_invariants(&st2);
+
+    free_all(other, 2 * LIMIT_CHUNKS);
+    TEST_OK(lms_free(p, NULL));
+    st = settled();
+    cr_assert_eq(st.allocated_bytes, 0);
+    cr_assert_eq(st.host_bytes, 0, "freed chunks keep no host copy");
+    cr_assert_geq(st.peak_resident_bytes, st.device_limit - 2 * chunk, "the peak stays");
+}
+
+Test(swap, callers_that_wait_for_an_eviction_count_as_stalls)
+{
+    swap_config_t cfg = config(HOST_CHUNKS, false);
+    cfg.device.sim_d2h_gbps = 1; /* 2 ms per chunk copied out */
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+    if (strcmp(swap_device()->info.backend, "sim") != 0)
+        cr_skip_test("needs the sim's bandwidth limit");
+    void **p = chunks_filled(3 * LIMIT_CHUNKS, 1);
+    lms_stats_t st = settled();
+    cr_assert_gt(st.stall_ns, 0, "no stall while filling 3 x the device over a slow link");
+    for (int i = 0; i < 3 * LIMIT_CHUNKS; i++)
+        EXPECT_FILLED(p[i], chunk, 1 + (uint64_t)i);
+    free_all(p, 3 * LIMIT_CHUNKS);
+}
+
+/* ---- driver failures ---------------------------------------------------------
+ *
+ * Two kinds. On the fetch path, with free device memory (so the reclaim
+ * thread is idle and every device call is the caller's), the first call of
+ * an op fails: lms_access must return LMS_ERR_DEVICE naming the op, and the
+ * same access then succeeds (where lms has another way, a host wait for a
+ * device wait or another block, it may instead succeed, and the work after
+ * it must then read the right data). And at random: an op fails with a probability
+ * while a workload of fills, reads, pins and allocations runs over 3 x the
+ * device; every failure must come back as a status with a message, every
+ * access that succeeded must see the right data, and once the plan is cleared
+ * every allocation must read back what it last held.
+ *
+ * unmap is included: the sim aborts only when it cannot restore a
+ * reservation for real (device/sim.c, unmap_range); an injected failure
+ * changes nothing, and lms keeps such a chunk mapped (residency.c).
+ */
+
+#define INJECTED LMS_ERR_DEVICE
+
+static void plan(dev_op_t op, uint64_t first, uint64_t count, double probability, uint64_t seed)
+{
+    dev_fault_plan_t pl = {.op = op, .first = first, .count = count, .probability = probability,
+                           .seed = seed, .status = INJECTED};
+    TEST_OK(dev_fault_set(swap_device(), &pl));
+}
+
+static void no_faults(void) { plan(DEV_OP_COUNT, 0, 0, 0, 0); }
+
+/* x on the host, and the device otherwise free: LIMIT_CHUNKS pinned chunks
+ * push x out, then they are unpinned and freed. */
+static void *evicted_chunk(uint64_t seed)
+{
+    void *x = must_malloc(chunk);
+    fill(x, chunk, seed);
+    void **b = chunks_filled(LIMIT_CHUNKS, 500);
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_pin(b[i], chunk));
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_unpin(b[i], chunk));
+    free_all(b, LIMIT_CHUNKS);
+    settled();
+    return x;
+}
+
+/* The first call of op on the fetch path fails. Either lms_access returns it
+ * (LMS_ERR_DEVICE, naming the op) and a retry succeeds, or, where lms has
+ * another way (may_recover: a host wait for a device wait, another block),
+ * the access succeeds and the work after it reads the right data. */
+static void fetch_fails_once(dev_op_t op, bool may_recover)
+{
+    restart(HOST_CHUNKS, true);
+    void *keep = must_malloc(chunk);
+    fill(keep, chunk, 9);
+    void *x = evicted_chunk(3);
+    lms_stats_t s0 = settled();
+    plan(op, 1, 1, 0, 0);
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(NULL);
+    uint64_t sum = 0;
+    lms_status_t st = lms_access(x, chunk, LMS_READ, NULL);
+    if (st == LMS_OK)
+        TEST_OK(dev_checksum(dev, ds, addr(x), chunk, &sum));
+    uint64_t calls = dev_fault_calls(dev, op), injected = dev_fault_injected(dev);
+    if (calls == 0) {
+        cr_assert_eq(st, LMS_OK, "%s", lms_last_error());
+        cr_log_warn("a fetch with free device memory calls no %s: its failure is not tested here",
+                    dev_op_name(op));
+    } else if (st == LMS_OK) {
+        cr_assert(may_recover, "a failed %s was not returned: lms_access succeeded (%s)",
+                  dev_op_name(op), lms_last_error());
+        cr_assert_eq(injected, 1);
+        TEST_OK(lms_stream_synchronize(NULL));
+        cr_assert_eq(sum, fill_sum(chunk, 3), "the access that recovered from a failed %s "
+                                              "let the kernel read wrong data", dev_op_name(op));
+        cr_log_info("lms recovered from a failed %s", dev_op_name(op));
+    } else {
+        cr_assert_eq(st, INJECTED, "a failed %s -> %s (%s)", dev_op_name(op), lms_status_str(st),
+                     lms_last_error());
+        cr_assert(strstr(lms_last_error(), dev_op_name(op)) != NULL,
+                  "the message names the failed call: %s", lms_last_error());
+        cr_assert_eq(injected, 1);
+        lms_stats_t s1 = settled();
+        cr_assert_eq(s1.pinned_bytes, s0.pinned_bytes);
+        cr_assert_eq(s1.allocated_bytes, s0.allocated_bytes);
+    }
+    EXPECT_FILLED(x, chunk, 3); /* the same access succeeds now */
+    EXPECT_FILLED(keep, chunk, 9);
+    no_faults();
+    fill(x, chunk, 4);
+    EXPECT_FILLED(x, chunk, 4);
+    lms_stats_t end = settled();
+    check_invariants(&end);
+}
+
+Test(swap_faults, a_failed_fetch_copy_is_returned_and_the_access_then_succeeds)
+{
+    fetch_fails_once(DEV_OP_copy_h2d, false);
+}
+
+Test(swap_faults, a_failed_map_on_fetch_is_returned_and_the_access_then_succeeds)
+{
+    fetch_fails_once(DEV_OP_map, false);
+}
+
+Test(swap_faults, a_failed_set_access_on_fetch_is_returned_and_the_access_then_succeeds)
+{
+    fetch_fails_once(DEV_OP_set_access, false);
+}
+
+Test(swap_faults, a_failed_event_record_on_fetch_is_returned_and_the_access_then_succeeds)
+{
+    fetch_fails_once(DEV_OP_event_record, false);
+}
+
+Test(swap_faults, a_failed_stream_wait_on_fetch_is_returned_or_waited_for_on_the_host)
+{
+    fetch_fails_once(DEV_OP_stream_wait_event, true);
+}
+
+Test(swap_faults, a_failed_unmap_of_a_cached_chunk_on_fetch_is_returned_or_avoided)
+{
+    fetch_fails_once(DEV_OP_unmap, true);
+}
+
+Test(swap_faults, a_failed_block_create_on_first_use_is_returned_and_the_access_then_succeeds)
+{
+    restart(HOST_CHUNKS, true);
+    void *x = must_malloc(2 * chunk);
+    plan(DEV_OP_block_create, 1, 1, 0, 0);
+    lms_status_t st = lms_access(x, 2 * chunk, LMS_OVERWRITE, NULL);
+    if (dev_fault_calls(swap_device(), DEV_OP_block_create) == 0) {
+        cr_assert_eq(st, LMS_OK, "%s", lms_last_error());
+        cr_log_warn("no block created on first use (preallocated?): not tested here");
+        TEST_OK(dev_fill(swap_device(), swap_stream(NULL), addr(x), 2 * chunk, 1));
+    } else {
+        cr_assert_eq(st, INJECTED, "%s", lms_last_error());
+        cr_assert(strstr(lms_last_error(), "block_create") != NULL, "%s", lms_last_error());
+        fill(x, 2 * chunk, 1);
+    }
+    EXPECT_FILLED(x, 2 * chunk, 1);
+}
+
+Test(swap_faults, host_memory_that_cannot_be_registered_fails_evictions_and_loses_nothing)
+{
+    restart(HOST_CHUNKS, true);
+    plan(DEV_OP_host_register, 1, 1000000, 0, 0);
+    enum { N = 2 * LIMIT_CHUNKS };
+    void *p[N];
+    int filled[N] = {0}, failures = 0;
+    for (int i = 0; i < N; i++) {
+        p[i] = must_malloc(chunk);
+        dev_device_t *dev = swap_device();
+        dev_stream_t *ds = swap_stream(NULL);
+        lms_status_t st = lms_access(p[i], chunk, LMS_OVERWRITE, NULL);
+        if (st == LMS_OK) {
+            TEST_OK(dev_fill(dev, ds, addr(p[i]), chunk, 40 + (uint64_t)i));
+            filled[i] = 1;
+            continue;
+        }
+        cr_assert(st == INJECTED || st == LMS_ERR_OUT_OF_MEMORY, "%s: %s", lms_status_str(st),
+                  lms_last_error());
+        cr_assert_neq(lms_last_error()[0], '\0');
+        failures++;
+    }
+    uint64_t calls = dev_fault_calls(swap_device(), DEV_OP_host_register);
+    cr_log_info("host_register: %llu calls failed; %d accesses failed",
+                (unsigned long long)calls, failures);
+    if (calls == 0)
+        cr_log_warn("the host pool registered all it needed at init: growth failure not tested");
+    no_faults();
+    for (int i = 0; i < N; i++)
+        if (filled[i])
+            EXPECT_FILLED(p[i], chunk, 40 + (uint64_t)i);
+    for (int i = 0; i < N; i++) {
+        fill(p[i], chunk, 80 + (uint64_t)i);
+        EXPECT_FILLED(p[i], chunk, 80 + (uint64_t)i);
+    }
+}
+
+/* The random workload: objects over 3 x the device, each with the seed of
+ * its last whole fill. */
+#define OBJS 28
+
+typedef struct obj {
+    void *p;
+    size_t n;
+    uint64_t seed;
+    bool pinned;
+} obj_t;
+
+typedef struct check {
+    uint64_t got, want;
+    int obj;
+} check_t;
+
+typedef struct faulty {
+    obj_t o[OBJS];
+    check_t checks[64];
+    int nchecks;
+    uint64_t rng;
+    uint64_t reported, by_status[8];
+    void *temp[64];
+    int ntemp;
+} faulty_t;
+
+static uint64_t next(faulty_t *f)
+{
+    f->rng = f->rng * 6364136223846793005ull + 1442695040888963407ull;
+    return f->rng >> 17;
+}
+
+/* A failed call: a status, with a message; nothing it was asked changed. */
+static void failed(faulty_t *f, lms_status_t st, const char *call)
+{
+    cr_assert(st == INJECTED || st == LMS_ERR_OUT_OF_MEMORY, "%s -> %s: %s", call,
+              lms_status_str(st), lms_last_error());
+    cr_assert_neq(lms_last_error()[0], '\0', "%s failed without a message", call);
+    f->reported++;
+    f->by_status[st]++;
+}
+
+static void sync_and_check(faulty_t *f)
+{
+    lms_status_t st;
+    for (int tries = 0; (st = lms_stream_synchronize(NULL)) != LMS_OK; tries++) {
+        failed(f, st, "lms_stream_synchronize");
+        cr_assert_lt(tries, 1000);
+    }
+    for (int i = 0; i < f->nchecks; i++)
+        cr_assert_eq(f->checks[i].got, f->checks[i].want,
+                     "object %d (%zu bytes) read back wrong after a successful access",
+                     f->checks[i].obj, f->o[f->checks[i].obj].n);
+    f->nchecks = 0;
+}
+
+static void enqueue_check(faulty_t *f, int i)
+{
+    check_t *c = &f->checks[f->nchecks++];
+    c->obj = i;
+    c->want = fill_sum(f->o[i].n, f->o[i].seed);
+    TEST_OK(dev_checksum(swap_device(), swap_stream(NULL), addr(f->o[i].p), f->o[i].n, &c->got));
+}
+
+static void random_faults(dev_op_t op, double probability, uint64_t seed, bool must_call)
+{
+    restart(HOST_CHUNKS, true);
+    static faulty_t f;
+    memset(&f, 0, sizeof f);
+    f.rng = seed;
+    /* failures from the start: the first uses create the blocks */
+    plan(op, 0, 0, probability, seed);
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(NULL);
+    for (int i = 0; i < OBJS; i++) {
+        obj_t *o = &f.o[i];
+        o->n = i < 4 ? 2 * chunk - 512 : i < 24 ? chunk : 20000;
+        lms_status_t st;
+        while ((st = lms_malloc(&o->p, o->n, NULL)) != LMS_OK) {
+            failed(&f, st, "lms_malloc");
+            cr_assert_lt(f.reported, 10000);
+        }
+        while ((st = lms_access(o->p, o->n, LMS_OVERWRITE, NULL)) != LMS_OK) {
+            failed(&f, st, "lms_access (first)");
+            cr_assert_lt(f.reported, 10000);
+        }
+        o->seed = 1000 + (uint64_t)i;
+        TEST_OK(dev_fill(dev, ds, addr(o->p), o->n, o->seed));
+    }
+    for (int iter = 0; iter < 300; iter++) {
+        int i = (int)(next(&f) % OBJS), j = (int)(next(&f) % OBJS);
+        obj_t *o = &f.o[i];
+        lms_status_t st;
+        switch (next(&f) % 6) {
+        case 0: { /* fill */
+            uint64_t seed2 = next(&f);
+            lms_access_mode_t mode = next(&f) % 2 ? LMS_WRITE : LMS_OVERWRITE;
+            if ((st = lms_access(o->p, o->n, mode, NULL)) != LMS_OK) {
+                failed(&f, st, "lms_access to fill");
+                break;
+            }
+            TEST_OK(dev_fill(dev, ds, addr(o->p), o->n, seed2));
+            o->seed = seed2;
+            break;
+        }
+        case 1:
+        case 2: /* read */
+            if ((st = lms_access(o->p, o->n, LMS_READ, NULL)) != LMS_OK) {
+                failed(&f, st, "lms_access to read");
+                break;
+            }
+            enqueue_check(&f, i);
+            break;
+        case 3: /* pin and use with no access, or unpin */
+            if (!o->pinned) {
+                if ((st = lms_pin(o->p, o->n)) != LMS_OK) {
+                    failed(&f, st, "lms_pin");
+                    break;
+                }
+                o->pinned = true;
+                enqueue_check(&f, i);
+            } else {
+                sync_and_check(&f); /* its work is done before it may move */
+                if ((st = lms_unpin(o->p, o->n)) != LMS_OK)
+                    failed(&f, st, "lms_unpin");
+                else
+                    o->pinned = false;
+            }
+            break;
+        case 4: { /* read one, overwrite another */
+            if (i == j)
+                break;
+            lms_range_t r[2] = {{o->p, o->n, LMS_READ}, {f.o[j].p, f.o[j].n, LMS_OVERWRITE}};
+            if ((st = lms_access_many(r, 2, NULL)) != LMS_OK) {
+                failed(&f, st, "lms_access_many");
+                break;
+            }
+            enqueue_check(&f, i);
+            uint64_t seed2 = next(&f);
+            TEST_OK(dev_fill(dev, ds, addr(f.o[j].p), f.o[j].n, seed2));
+            f.o[j].seed = seed2;
+            break;
+        }
+        case 5: { /* a temporary allocation, used, freed later */
+            void *t = NULL;
+            size_t n = next(&f) % 2 ? 3 * chunk / 2 : 3000;
+            if ((st = lms_malloc(&t, n, NULL)) != LMS_OK) {
+                cr_assert_null(t);
+                failed(&f, st, "lms_malloc");
+                break;
+            }
+            if ((st = lms_access(t, n, LMS_OVERWRITE, NULL)) != LMS_OK)
+                failed(&f, st, "lms_access of a new allocation");
+            else
+                TEST_OK(dev_fill(dev, ds, addr(t), n, 5));
+            if (f.ntemp < 64 && next(&f) % 2)
+                f.temp[f.ntemp++] = t;
+            else if ((st = lms_free(t, NULL)) != LMS_OK) {
+                failed(&f, st, "lms_free");
+                cr_assert_lt(f.ntemp, 64);
+                f.temp[f.ntemp++] = t;
+            }
+            break;
+        }
+        }
+        if (f.nchecks >= 48 || iter % 16 == 15)
+            sync_and_check(&f);
+    }
+    sync_and_check(&f);
+    uint64_t injected = dev_fault_injected(dev), calls = dev_fault_calls(dev, op);
+    no_faults();
+    cr_log_info("%s at p=%.2f seed %llu: %llu calls, %llu failed, %llu calls of lms failed",
+                dev_op_name(op), probability, (unsigned long long)seed,
+                (unsigned long long)calls, (unsigned long long)injected,
+                (unsigned long long)f.reported);
+    if (must_call) {
+        cr_assert_gt(calls, 0, "the workload never called %s", dev_op_name(op));
+        cr_assert_gt(injected, 0, "no %s failed", dev_op_name(op));
+    }
+    /* later operations succeed, and every object holds its last fill */
+    for (int i = 0; i < OBJS; i++)
+        if (f.o[i].pinned)
+            TEST_OK(lms_unpin(f.o[i].p, f.o[i].n));
+    for (int i = 0; i < f.ntemp; i++)
+        TEST_OK(lms_free(f.temp[i], NULL));
+    for (int i = 0; i < OBJS; i++)
+        EXPECT_FILLED(f.o[i].p, f.o[i].n, f.o[i].seed);
+    for (int i = 0; i < OBJS; i++)
+        fill(f.o[i].p, f.o[i].n, 7000 + (uint64_t)i);
+    for (int i = OBJS - 1; i >= 0; i--)
+        EXPECT_FILLED(f.o[i].p, f.o[i].n, 7000 + (uint64_t)i);
+    lms_stats_t st = settled();
+    check_invariants(&st);
+    cr_assert_eq(st.pinned_bytes, 0);
+    for (int i = 0; i < OBJS; i++)
+        TEST_OK(lms_free(f.o[i].p, NULL));
+    all_room_is_free_again();
+}
+
+#define RANDOM_FAULTS(op)                                                                    \
+    Test(swap_faults, random_##op##_failures_reach_the_caller_and_lose_nothing)              \
+    {                                                                                        \
+        random_faults(DEV_OP_##op, 0.15, 0x5eed0000u + DEV_OP_##op, true);                         \
+    }
+
+RANDOM_FAULTS(copy_h2d)
+RANDOM_FAULTS(copy_d2h)
+RANDOM_FAULTS(map)
+RANDOM_FAULTS(set_access)
+RANDOM_FAULTS(event_record)
+RANDOM_FAULTS(stream_wait_event)
+RANDOM_FAULTS(block_create)
+RANDOM_FAULTS(unmap)
+
+Test(swap_faults, random_failures_of_event_creation_lose_nothing)
+{
+    random_faults(DEV_OP_event_create, 0.15, 0xabc0, false);
+}
