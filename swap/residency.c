@@ -140,7 +140,7 @@ static bool drop_clean_copies(void)
     bool dropped = false;
     for (size_t c = 0; c < S->nchunks; c++) {
         chunk_t *k = &S->ch[c];
-        if (k->state == RESIDENT && k->host != NULL && k->xfer == NULL) {
+        if (k->state == RESIDENT && k->clean && k->xfer == NULL) {
             drop_host(c);
             dropped = true;
             void *p;
