@@ -946,11 +946,8 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
         chunk_t *k = &S->ch[u[i]];
         xfer_t *x = k->xfer;
         if (x != NULL && (!x->d2h || (k->acc & WRITES)) && x != waited) {
-            /* if the device cannot wait for it, the host does (lock kept:
-             * the chunks' flags are this call's until it returns) */
-            if (dev_stream_wait_event(S->dev, on, x->event) != LMS_OK &&
-                (st = dev_event_synchronize(S->dev, x->event)) != LMS_OK)
-                return st;
+            if ((st = dev_stream_wait_event(S->dev, on, x->event)) != LMS_OK)
+                return st; /* the copy goes on; a retry waits for it */
             waited = x;
         }
     }
