@@ -3,21 +3,24 @@
  * carved into extents by a private jemalloc arena. See hostpool.h.
  *
  * Owns
- *   the reservation  [base, base + reserved): address space for the whole
- *                    limit, mapped PROT_NONE and MAP_NORESERVE at create.
- *   registrations    regs[], in address order and back to back from base:
- *                    runs of whole pieces, each committed (PROT_READ|WRITE),
- *                    bound to the NUMA node, faulted in and registered with
- *                    the device by one dev_host_register call: one piece
- *                    when hostpool_alloc grows, as many as one extent needs
- *                    when it is larger; what hostpool_reserve is short of,
- *                    up to MAX_RESERVE_REGISTRATION.
+ *   the reservation  [base, base + span): address space for the whole limit
+ *                    and a page between registrations, mapped PROT_NONE and
+ *                    MAP_NORESERVE at create.
+ *   registrations    regs[], in address order from base, each followed by a
+ *                    hole of one page: runs of whole pieces, each committed
+ *                    (PROT_READ|WRITE), bound to the NUMA node, faulted in
+ *                    and registered with the device by one dev_host_register
+ *                    call. One piece when hostpool_alloc grows, as many as
+ *                    one extent needs when it is larger; what
+ *                    hostpool_reserve is short of, up to
+ *                    MAX_RESERVE_REGISTRATION.
  *   the arena        a jemalloc arena whose extent hooks (Note [Extent hooks])
  *                    hand out memory of the registrations and nothing else.
  *
  * Invariants
- *   - [base, base + registered) is exactly the registered memory; the rest of
- *     the reservation is PROT_NONE, has no pages and is not registered.
+ *   - regs[] is exactly the registered memory, registered bytes in all; the
+ *     rest of the reservation (the holes after registrations, and everything
+ *     from base + next on) is PROT_NONE, has no pages and is not registered.
  *   - The first regs[i].used bytes of registration i have been handed to
  *     jemalloc, which keeps them (its extents or its retained free memory)
  *     until the arena is destroyed; the rest has never been touched since it
@@ -63,7 +66,11 @@
  *   - the merge hook refuses to join ranges of two registrations, and the
  *     split hook to split a range that is not inside one;
  *   - a request larger than a piece grows the pool by one registration of
- *     enough pieces.
+ *     enough pieces;
+ *   - registrations never touch: a page that is never committed follows each
+ *     one. So two extents whose addresses are contiguous are in the same
+ *     registration, and a copy over adjacent extents (swap/residency.c moves
+ *     chunks with adjacent host copies as one) stays inside one.
  * The cost: the unused tail of a registration serves only requests that fit
  * in it (the hook keeps it for them; it is never lost).
  *
@@ -98,13 +105,14 @@
  * rounding to page size classes.
  *
  * Note [Page padding]
- * jemalloc 5.3 built with cache_oblivious (its default; a configure option,
- * --disable-cache-oblivious, not a runtime one) adds a page to every large
- * extent (16 KiB and up): a 2 MiB extent occupies 2 MiB + 4 KiB of the pool,
- * so a registration of n chunks holds n - 1 chunk extents and a tail. The
- * pool counts that page as occupied (hostpool_reserve) and keeps extents
- * page-aligned with MALLOCX_ALIGN(page), which turns off the random offset
- * cache_oblivious otherwise gives them.
+ * jemalloc built with cache_oblivious (its default; a configure option, not
+ * a runtime one) adds a page to every large extent (16 KiB and up): a 2 MiB
+ * extent would occupy 2 MiB + 4 KiB of the pool, and a registration of n
+ * chunks hold n - 1 chunk extents and a tail. lms builds its jemalloc with
+ * --disable-cache-oblivious (CMakeLists.txt). Built otherwise, the pool
+ * still works: it counts that page as occupied (hostpool_reserve), and
+ * MALLOCX_ALIGN(page) keeps extents page-aligned (it turns off the random
+ * offset cache_oblivious gives them).
  *
  * Note [Arena metadata]
  * An arena made with "arenas.create" allocates its own metadata (the edata_t
@@ -156,7 +164,8 @@ struct hostpool {
     extent_hooks_t hooks; /* what jemalloc passes back to every hook: pool_of() */
     dev_device_t *dev;
     char *base;           /* the reservation */
-    size_t reserved;      /* its size: the limit rounded down to whole pieces */
+    size_t span;          /* its size: reserved, and a page for each registration */
+    size_t reserved;      /* the limit rounded down to whole pieces */
     size_t piece;
     size_t page;          /* the larger of the OS's and jemalloc's page */
     size_t os_page;       /* extents are multiples of it */
@@ -169,6 +178,7 @@ struct hostpool {
     registration_t *regs; /* in address order, back to back from base */
     size_t nregs, capregs;
     size_t registered;    /* bytes in regs[] */
+    size_t next;          /* offset from base of the next registration */
     size_t allocated;     /* usable bytes in extents handed out */
     size_t padded;        /* extents handed out that carry large_pad */
     size_t want;          /* since the last reset: the fewest bytes a fresh
@@ -187,7 +197,7 @@ static hostpool_t *pool_of(extent_hooks_t *hooks)
 static registration_t *registration_of(hostpool_t *hp, const void *addr)
 {
     const char *a = addr;
-    if (a < hp->base || a >= hp->base + hp->registered)
+    if (hp->nregs == 0 || a < hp->base || a >= hp->base + hp->next)
         return NULL;
     size_t lo = 0, hi = hp->nregs; /* regs[lo].base <= a < regs[hi].base */
     while (hi - lo > 1) {
@@ -197,7 +207,7 @@ static registration_t *registration_of(hostpool_t *hp, const void *addr)
         else
             hi = mid;
     }
-    return &hp->regs[lo];
+    return a < hp->regs[lo].base + hp->regs[lo].size ? &hp->regs[lo] : NULL; /* not in the hole */
 }
 
 static bool inside(const registration_t *r, const void *addr, size_t size)
@@ -357,9 +367,10 @@ static void uncommit(char *p, size_t size)
                  strerror(errno));
 }
 
-/* Commits, binds, faults in and registers the next `size` bytes (whole
- * pieces) of the reservation as one registration. On failure nothing of them
- * stays committed, and the pool is as it was. */
+/* Commits, binds, faults in and registers `size` bytes (whole pieces) at the
+ * next free place of the reservation, as one registration followed by a
+ * hole. On failure nothing of them stays committed, and the pool is as it
+ * was. */
 static lms_status_t grow(hostpool_t *hp, size_t size)
 {
     if (hp->nregs == hp->capregs) {
@@ -370,7 +381,7 @@ static lms_status_t grow(hostpool_t *hp, size_t size)
         hp->regs = regs;
         hp->capregs = cap;
     }
-    char *p = hp->base + hp->registered;
+    char *p = hp->base + hp->next;
     lms_status_t st;
     if (mprotect(p, size, PROT_READ | PROT_WRITE) != 0) {
         st = base_fail(LMS_ERR_SYSTEM, "hostpool: mprotect(%p, %zu): %s", (void *)p, size,
@@ -395,6 +406,7 @@ static lms_status_t grow(hostpool_t *hp, size_t size)
         goto fail;
     hp->regs[hp->nregs++] = (registration_t){.base = p, .size = size, .used = 0};
     hp->registered += size;
+    hp->next += size + hp->page;
     return LMS_OK;
 fail:
     uncommit(p, size);
@@ -458,10 +470,11 @@ lms_status_t hostpool_create(const hostpool_config_t *cfg, hostpool_t **out)
     hp->os_page = os_page;
     hp->numa_node = node;
     hp->want = SIZE_MAX;
-    void *base = mmap(NULL, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    hp->span = reserved + reserved / piece * page; /* a registration holds a piece at least */
+    void *base = mmap(NULL, hp->span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
         lms_status_t st = base_fail(LMS_ERR_OUT_OF_MEMORY, "hostpool_create: cannot reserve %zu bytes: %s",
-                                    reserved, strerror(errno));
+                                    hp->span, strerror(errno));
         base_meta_free(hp);
         return st;
     }
@@ -487,7 +500,7 @@ void hostpool_destroy(hostpool_t *hp)
     for (size_t i = hp->nregs; i-- > 0;)
         if (dev_host_unregister(hp->dev, hp->regs[i].base) != LMS_OK)
             base_log(BASE_LOG_ERROR, "hostpool_destroy: %s", lms_last_error());
-    if (munmap(hp->base, hp->reserved) != 0)
+    if (munmap(hp->base, hp->span) != 0)
         base_log(BASE_LOG_ERROR, "hostpool_destroy: munmap: %s", strerror(errno));
     base_meta_free(hp->regs);
     base_meta_free(hp);
