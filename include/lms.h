@@ -61,9 +61,10 @@ LMS_API lms_status_t lms_shutdown(void);
  * address in *ptr. Nothing is backed yet: before device work touches the
  * memory, lms_access (or lms_pin) must make it resident. size 0 succeeds with
  * *ptr = NULL, as cudaMalloc does. LMS_ERR_OUT_OF_MEMORY when allocations
- * would exceed the device limit plus the host limit (so that whatever is
- * allocated always has somewhere to be); *ptr is then NULL and nothing else
- * changed. */
+ * would exceed the device limit plus the host limit, less the room swapping
+ * needs to turn (LMS_RECLAIM_HIGH), so that whatever is allocated always has
+ * somewhere to be; *ptr is then NULL and nothing else changed. With
+ * LMS_SWAP=0 the device limit alone. */
 LMS_API lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream);
 
 /* Frees ptr, stream-ordered: an allocation on `stream` of the same size class

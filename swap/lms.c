@@ -436,9 +436,14 @@ static lms_status_t init_locked(const swap_config_t *cfg)
                          .large_threshold = cfg->large_threshold};
     if ((st = alloc_create(&ac, &S->alloc)) != LMS_OK)
         goto fail;
-    S->capacity = S->budget + S->host_limit / chunk;
     if ((st = resid_init()) != LMS_OK)
         goto fail;
+    /* Whatever is allocated must have somewhere to be; and swapping needs
+     * room to turn: a chunk goes out before another comes in, and the
+     * reclaim thread keeps `high` blocks free, whose data is then on the
+     * host. So that much of the host limit is not for allocations. */
+    size_t host_chunks = S->host_limit / chunk;
+    S->capacity = S->budget + (host_chunks > S->high ? host_chunks - S->high : 0);
     S->flush_bytes = S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
     if ((st = new_stream(&S->streams[0])) != LMS_OK)
         goto fail;

@@ -653,7 +653,23 @@ void resid_dead(alloc_chunks_t dead)
 
 /* ---- access ---------------------------------------------------------------------- */
 
-enum { NEED_DATA = 1, WRITES = 2 };
+enum { NEED_DATA = 1, WRITES = 2, OVER_HOST = 16 }; /* 4 and 8: bring_in's */
+
+/* A failed access gives the chunks it mapped over their host copy back. */
+static void undo_overwrites(const uint32_t *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        chunk_t *k = &S->ch[u[i]];
+        if (!(k->acc & OVER_HOST))
+            continue;
+        k->acc &= (uint8_t)~OVER_HOST;
+        if (dev_unmap(S->dev, chunk_addr(u[i]), S->chunk) == LMS_OK)
+            set_unbacked(u[i], HOST);
+        else
+            k->clean = true; /* stays mapped; what it holds is garbage, but its host copy
+                                is current and a later write access drops it */
+    }
+}
 
 static int cmp_u32(const void *a, const void *b)
 {
@@ -843,8 +859,10 @@ static lms_status_t bring_in(uint32_t *u, size_t n, xfer_t **fetched)
             else
                 k->state = RESIDENT, k->clean = true;
         } else {
+            /* mapped for an overwrite: its host copy goes once the access
+             * has succeeded (resid_access), or it goes back (undo_overwrites) */
             if (k->state == HOST)
-                drop_host(c); /* overwritten: its old contents are not wanted */
+                k->acc |= OVER_HOST;
             k->state = RESIDENT;
         }
         k->acc &= (uint8_t)~(4 | 8);
@@ -946,8 +964,10 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
         chunk_t *k = &S->ch[u[i]];
         xfer_t *x = k->xfer;
         if (x != NULL && (!x->d2h || (k->acc & WRITES)) && x != waited) {
-            if ((st = dev_stream_wait_event(S->dev, on, x->event)) != LMS_OK)
-                return st; /* the copy goes on; a retry waits for it */
+            if ((st = dev_stream_wait_event(S->dev, on, x->event)) != LMS_OK) {
+                undo_overwrites(u, nu);
+                return st; /* the copies go on; a retry waits for them */
+            }
             waited = x;
         }
     }
@@ -963,6 +983,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
             k->clean = false;
             drop_host(c);
         }
+        k->acc &= (uint8_t)~OVER_HOST;
         if (s != NULL)
             k->streams |= bit;
         if (pin && k->pins++ == 0)
