@@ -1,10 +1,13 @@
 /*
  * examples/hello.c — lms as a program sees it: only <lms.h> and liblms.so.
  *
- *   LMS_DEVICE_LIMIT=64MiB build/examples/hello
+ *   LMS_DEVICE_LIMIT=64MiB LMS_HOST_LIMIT=256MiB build/examples/hello
+ *   LMS_SWAP=0 LMS_DEVICE_LIMIT=64MiB build/examples/hello
  *
- * Allocates until the device limit is reached, shows what lms reports, and
- * frees everything.
+ * Allocates 8 MiB blocks until lms says no, makes each resident in turn as a
+ * kernel about to write it would (so earlier ones are swapped out to host
+ * memory when they no longer fit), brings the first back, shows what lms
+ * reports, and frees everything.
  */
 #include <stdio.h>
 
@@ -12,7 +15,7 @@
 
 int main(void)
 {
-    enum { MAX = 4096 };
+    enum { MAX = 4096, BLOCK = 8u << 20 };
     static void *blocks[MAX];
     size_t free_bytes, total;
     if (lms_memory_info(&free_bytes, &total) != LMS_OK) { /* initializes lms */
@@ -22,9 +25,24 @@ int main(void)
     printf("device limit: %zu MiB, free: %zu MiB\n", total >> 20, free_bytes >> 20);
     int n = 0;
     lms_status_t st = LMS_OK;
-    while (n < MAX && (st = lms_malloc(&blocks[n], 8u << 20, NULL)) == LMS_OK)
+    while (n < MAX && (st = lms_malloc(&blocks[n], BLOCK, NULL)) == LMS_OK)
         n++;
     printf("allocated %d x 8 MiB, then: %s\n  %s\n", n, lms_status_str(st), lms_last_error());
+    for (int i = 0; i < n; i++) /* each as a kernel writing it would need it */
+        if ((st = lms_access(blocks[i], BLOCK, LMS_OVERWRITE, NULL)) != LMS_OK) {
+            fprintf(stderr, "lms_access: %s\n", lms_last_error());
+            return 1;
+        }
+    if (n > 0 && lms_access(blocks[0], BLOCK, LMS_READ, NULL) != LMS_OK) {
+        fprintf(stderr, "lms_access: %s\n", lms_last_error());
+        return 1;
+    }
+    lms_stats_t s;
+    if (lms_stats(&s) == LMS_OK)
+        printf("swapped out %llu MiB, fetched %llu MiB, peak resident %llu MiB of %llu\n",
+               (unsigned long long)(s.bytes_d2h >> 20), (unsigned long long)(s.bytes_h2d >> 20),
+               (unsigned long long)(s.peak_resident_bytes >> 20),
+               (unsigned long long)(s.device_limit >> 20));
     void *base;
     size_t size;
     if (n > 0 && lms_allocation_of((char *)blocks[0] + 12345, &base, &size) == LMS_OK)
