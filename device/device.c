@@ -82,6 +82,10 @@ lms_status_t dev_open(const dev_config_t *cfg, dev_device_t **out)
         goto fail_layer;
     dev->ops = check.ops;
     dev->self = check.self;
+    if (cfg->fault_plan != NULL && (st = dev_fault_set(dev, cfg->fault_plan)) != LMS_OK) {
+        dev_close(dev);
+        return st;
+    }
     *out = dev;
     return LMS_OK;
 

@@ -195,6 +195,9 @@ typedef struct dev_config {
     double sim_h2d_gbps;    /* sim: copy bandwidth limits in GB/s (1e9 B/s); 0 = none */
     double sim_d2h_gbps;
     bool fault_injection;   /* put the fault layer into the stack */
+    const struct dev_fault_plan *fault_plan; /* with fault_injection: the plan in force from
+                                                open on, before anything calls the device
+                                                (NULL: none; see dev_fault_set) */
 } dev_config_t;
 
 /* Fills cfg from the LMS_* options (LMS_BACKEND, LMS_DEVICE, LMS_SIM_*). */
@@ -211,7 +214,7 @@ typedef struct dev_device {
 
 /* Opens the device cfg names (NULL: from the options). LMS_ERR_NO_DEVICE when
  * cuda is asked for and there is no driver or device; LMS_ERR_INVALID for a
- * bad sim configuration. */
+ * bad sim configuration, or a fault plan that dev_fault_set would refuse. */
 lms_status_t dev_open(const dev_config_t *cfg, dev_device_t **out);
 
 /* Destroys what is still alive (streams are drained, mappings undone, blocks

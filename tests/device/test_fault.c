@@ -199,6 +199,30 @@ Test(fault, plans_need_a_fault_layer_and_sane_values)
     dev_close(sc.dev);
 }
 
+Test(fault, a_plan_given_at_open_is_in_force_from_the_first_call)
+{
+    dev_fault_plan_t plan = {.op = DEV_OP_block_create, .first = 1, .count = 1};
+    dev_config_t cfg = test_config();
+    cfg.fault_injection = true;
+    cfg.fault_plan = &plan;
+    dev_device_t *dev = test_open(&cfg);
+    dev_block_t b;
+    TEST_FAILS(INJECTED, dev_block_create(dev, &b));
+    TEST_OK(dev_block_create(dev, &b));
+    cr_assert_eq(dev_fault_calls(dev, DEV_OP_block_create), 2);
+    TEST_OK(dev_block_release(dev, b));
+    dev_close(dev);
+    /* a plan with no fault layer, or one dev_fault_set refuses: no device */
+    dev_device_t *none = (dev_device_t *)1;
+    cfg.fault_injection = false;
+    TEST_FAILS(LMS_ERR_INVALID, dev_open(&cfg, &none));
+    cr_assert_eq(none, (dev_device_t *)1, "no device is handed out");
+    cfg.fault_injection = true;
+    plan.probability = 2;
+    TEST_FAILS(LMS_ERR_INVALID, dev_open(&cfg, &none));
+    cr_assert_eq(none, (dev_device_t *)1);
+}
+
 Test(fault, closing_with_a_plan_still_set_releases_everything)
 {
     scenario_t sc = {open_faulty()};
