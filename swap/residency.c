@@ -27,7 +27,21 @@
  * and an eviction records an event on each stream that used the chunk and
  * makes the d2h stream wait for it, so the copy and the unmap come after the
  * work. Holds are counted per chunk; a thread's open window lists its chunks.
+ *
+ * Note [Swap exchange]
+ * Allocations may fill the device and the host pool at once (less the reclaim
+ * watermark), so an access can find that evicting a dirty chunk for a block
+ * needs a host slot, and every slot holds a chunk's copy: among them, the
+ * chunks this very access is about to fetch. Such an access goes in steps:
+ * make_room hands back how many of its HOST chunks fit in the free blocks
+ * (`partial`), those are fetched (overwrites too, so that a failure later
+ * loses nothing), and once a fetch has landed its chunk is clean, so
+ * drop_clean_copies frees its slot for the next eviction. Each step frees at
+ * least as many slots as it took blocks, so the access finishes whenever the
+ * room lms.h promises is kept; it fails only when what it needs is pinned or
+ * held elsewhere.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,22 +234,14 @@ static void set_unbacked(size_t c, uint8_t state)
     S->resident--;
 }
 
-/* A block: from the pool, newly created within the budget, or taken from a
- * cached chunk with no copy in flight (unmapped for it). The caller made sure
- * one exists (free_blocks) and that no queued work can still touch a cached
+/* Blocks that can be taken without unmapping anything. */
+static size_t unmapped_blocks(void) { return S->npool + (S->budget - S->created); }
+
+/* Unmaps a cached chunk with no copy in flight and puts its block in the
+ * pool. The caller made sure that no queued work can still touch a cached
  * chunk (see swap_sync_released). */
-static lms_status_t take_block(dev_block_t *out)
+static lms_status_t uncache_one(void)
 {
-    if (S->npool > 0) {
-        *out = S->pool[--S->npool];
-        return LMS_OK;
-    }
-    if (S->created < S->budget) {
-        lms_status_t st = dev_block_create(S->dev, out);
-        if (st == LMS_OK)
-            S->created++;
-        return st;
-    }
     for (size_t i = 0; i < S->ncached; i++) {
         size_t victim = S->cached[i];
         if (S->ch[victim].xfer != NULL)
@@ -246,10 +252,23 @@ static lms_status_t take_block(dev_block_t *out)
         cached_remove(victim);
         drop_host(victim);
         set_unbacked(victim, UNBACKED);
-        *out = S->pool[--S->npool];
         return LMS_OK;
     }
     return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: no free device block");
+}
+
+/* A block from the pool, or newly created within the budget; the caller
+ * made sure one of those exists (unmapped_blocks). */
+static lms_status_t take_block(dev_block_t *out)
+{
+    if (S->npool > 0) {
+        *out = S->pool[--S->npool];
+        return LMS_OK;
+    }
+    lms_status_t st = dev_block_create(S->dev, out);
+    if (st == LMS_OK)
+        S->created++;
+    return st;
 }
 
 /* ---- copies in flight ------------------------------------------------------- */
@@ -385,18 +404,23 @@ static lms_status_t after_last_use(uint64_t mask)
     return LMS_OK;
 }
 
-/* Starts evicting the run [first, first + n) of evictable chunks, all clean
- * or all dirty. On failure nothing changed. */
-static lms_status_t evict_run(size_t first, size_t n)
+/* Starts evicting the run [first, first + *n) of evictable chunks, all
+ * clean or all dirty; when the host pool has slots for only some of a dirty
+ * run, the first of them (*n says how many). On failure nothing changed. */
+static lms_status_t evict_run(size_t first, size_t *np)
 {
+    size_t n = *np;
     bool clean = S->ch[first].clean;
     uint64_t mask = 0;
     for (size_t c = first; c < first + n; c++)
         mask |= S->ch[c].streams;
     lms_status_t st = after_last_use(mask);
     size_t slots = 0;
-    for (; st == LMS_OK && !clean && slots < n; slots++)
-        st = host_slot(&S->ch[first + slots].host);
+    while (st == LMS_OK && !clean && slots < n)
+        if ((st = host_slot(&S->ch[first + slots].host)) == LMS_OK)
+            slots++;
+    if (st == LMS_ERR_OUT_OF_MEMORY && slots > 0) /* the pool is full: evict what fits */
+        n = *np = slots, st = LMS_OK;
     /* one copy per run of adjacent host copies */
     for (size_t c = first; st == LMS_OK && !clean && c < first + n;) {
         size_t k = host_run(c, first + n - c);
@@ -463,7 +487,7 @@ static size_t evict_some(size_t want, lms_status_t *st)
         if (evictable(c)) {
             size_t first, n;
             run_around(c, want - started, &first, &n);
-            if ((*st = evict_run(first, n)) != LMS_OK)
+            if ((*st = evict_run(first, &n)) != LMS_OK)
                 break;
             started += n;
             next = S->lru_head; /* the list changed around c */
@@ -655,6 +679,39 @@ void resid_dead(alloc_chunks_t dead)
 
 enum { NEED_DATA = 1, WRITES = 2, OVER_HOST = 16 }; /* 4 and 8: bring_in's */
 
+/* Chunk c was mapped onto a block for an access that failed, and holds no
+ * data yet: gives the block back, leaving c in state `was` (UNBACKED, or
+ * HOST: its host copy is its data). Should the driver refuse the unmap too,
+ * c stays mapped and becomes an ordinary resident chunk instead: made
+ * accessible, and refilled from its host copy (FETCHING). Only if that
+ * fails as well is what it held lost, and that is logged as an error. */
+static void unmap_unused(size_t c, uint8_t was)
+{
+    chunk_t *k = &S->ch[c];
+    if (dev_unmap(S->dev, chunk_addr(c), S->chunk) == LMS_OK) {
+        set_unbacked(c, was);
+        return;
+    }
+    char why[256];
+    snprintf(why, sizeof why, "%s", lms_last_error());
+    k->state = RESIDENT;
+    k->clean = false;
+    lru_touch(c);
+    lms_status_t st = dev_set_access(S->dev, chunk_addr(c), S->chunk);
+    xfer_t *x = NULL;
+    if (st == LMS_OK && was == HOST &&
+        (st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(c), k->host, S->chunk)) == LMS_OK &&
+        (st = new_xfer(c, 1, false, S->h2d, &x)) == LMS_OK) {
+        k->state = FETCHING;
+        k->xfer = x;
+        S->stats.fetches++;
+        S->stats.bytes_h2d += S->chunk;
+    }
+    if (st != LMS_OK)
+        base_log(BASE_LOG_ERROR, "lms: the chunk at 0x%llx could neither be unmapped (%s) nor "
+                 "restored: %s", (unsigned long long)chunk_addr(c), why, lms_last_error());
+}
+
 /* A failed access gives the chunks it mapped over their host copy back. */
 static void undo_overwrites(const uint32_t *u, size_t n)
 {
@@ -663,11 +720,7 @@ static void undo_overwrites(const uint32_t *u, size_t n)
         if (!(k->acc & OVER_HOST))
             continue;
         k->acc &= (uint8_t)~OVER_HOST;
-        if (dev_unmap(S->dev, chunk_addr(u[i]), S->chunk) == LMS_OK)
-            set_unbacked(u[i], HOST);
-        else
-            k->clean = true; /* stays mapped; what it holds is garbage, but its host copy
-                                is current and a later write access drops it */
+        unmap_unused(u[i], HOST);
     }
 }
 
@@ -716,14 +769,17 @@ static void wait_for_holds(void)
 /* Makes the blocks the chunks u[0..n) need obtainable (free_blocks),
  * evicting and waiting as needed (direct reclaim). May drop the lock while
  * it waits; the chunks are held, so they stay allocated and are not evicted,
- * but their states may change meanwhile. */
-static lms_status_t make_room(const char *op, const uint32_t *u, size_t n)
+ * but their states may change meanwhile. When an eviction needs a host slot
+ * and none is left, *partial says how many of the chunks' HOST chunks to
+ * fetch first (Note [Swap exchange]); else it is 0 and all of them fit. */
+static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_t *partial)
 {
     uint64_t t0 = 0;
     lms_status_t st = LMS_OK;
+    *partial = 0;
     for (int syncs = 0, tries = 0;;) {
         progress();
-        size_t need = blocks_needed(u, n), have = S->npool + (S->budget - S->created);
+        size_t need = blocks_needed(u, n), have = unmapped_blocks();
         if (need <= have)
             break;
         /* memory released at once (one-stream rule) may still be in use by
@@ -743,13 +799,22 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n)
         lms_status_t est = LMS_OK;
         if (S->evicting < want)
             started = evict_some(want - S->evicting, &est);
-        if (est != LMS_OK && started == 0 && S->evicting == 0) {
-            st = est;
-            break;
-        }
-        if (started > 0 || S->evicting > 0) {
+        /* a copy in flight frees a block, or leaves a chunk evictable (a
+         * fetched one, or one touched while it was being evicted) */
+        if (started > 0 || S->xfers[0] != NULL || S->xfers[1] != NULL) {
             wait_oldest();
             continue;
+        }
+        size_t on_host = 0;
+        for (size_t i = 0; i < n; i++)
+            on_host += S->ch[u[i]].state == HOST;
+        if (est == LMS_ERR_OUT_OF_MEMORY && have > 0 && on_host > 0) {
+            *partial = have < on_host ? have : on_host;
+            break;
+        }
+        if (est != LMS_OK) {
+            st = est;
+            break;
         }
         /* nothing evictable: other threads' windows may close soon */
         if (S->holds_total > W.n && tries++ < 1000) {
@@ -764,16 +829,29 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n)
     return st;
 }
 
-/* Maps and fetches what the unique, sorted chunks u[0..n) need; on failure
- * undoes the maps it made. Returns the fetch's xfer in *fetched (or NULL). */
-static lms_status_t bring_in(uint32_t *u, size_t n, xfer_t **fetched)
+/* Maps and fetches what the unique, sorted chunks u[0..n) need (with
+ * `partial` > 0: that many of the HOST ones only); on failure undoes the
+ * maps it made. Returns the fetch's xfer in *fetched (or NULL). */
+static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, xfer_t **fetched)
 {
+    /* every block first: unmapping a cached chunk may fail, and must not
+     * leave chunks of this access mapped that a rollback then must unmap */
+    size_t to_map = blocks_needed(u, n);
+    if (partial > 0 && to_map > partial)
+        to_map = partial;
+    while (unmapped_blocks() < to_map) {
+        lms_status_t st = uncache_one();
+        if (st != LMS_OK)
+            return st;
+    }
     lms_status_t st = LMS_OK;
     size_t mapped = 0; /* u[0..mapped) were looked at; those newly mapped have acc bit 4 */
-    for (; mapped < n && st == LMS_OK; mapped++) {
+    for (size_t taken = 0; mapped < n && st == LMS_OK; mapped++) {
         size_t c = u[mapped];
         chunk_t *k = &S->ch[c];
         if (k->state != UNBACKED && k->state != HOST)
+            continue;
+        if (partial > 0 && (k->state != HOST || taken == partial))
             continue;
         dev_block_t b;
         if ((st = take_block(&b)) != LMS_OK)
@@ -786,6 +864,7 @@ static lms_status_t bring_in(uint32_t *u, size_t n, xfer_t **fetched)
         set_resident(c, b);
         k->state = was; /* settled below */
         k->acc |= 4;
+        taken++;
     }
     /* one set_access per run of newly mapped chunks */
     for (size_t i = 0; i < mapped && st == LMS_OK;) {
@@ -804,12 +883,8 @@ static lms_status_t bring_in(uint32_t *u, size_t n, xfer_t **fetched)
             chunk_t *k = &S->ch[u[i]];
             if (!(k->acc & 4))
                 continue;
-            uint8_t was = k->state;
-            if (dev_unmap(S->dev, chunk_addr(u[i]), S->chunk) == LMS_OK)
-                set_unbacked(u[i], was);
-            else
-                k->state = RESIDENT; /* keeps its block; its host copy stays current */
             k->acc &= (uint8_t)~4;
+            unmap_unused(u[i], k->state);
         }
         return st;
     }
@@ -854,10 +929,7 @@ static lms_status_t bring_in(uint32_t *u, size_t n, xfer_t **fetched)
         } else if (k->state == HOST && (st != LMS_OK || (k->acc & NEED_DATA))) {
             /* its copy failed, or the access fails and will not overwrite
              * it: its host copy stays the data; give the block back */
-            if (dev_unmap(S->dev, chunk_addr(c), S->chunk) == LMS_OK)
-                set_unbacked(c, HOST);
-            else
-                k->state = RESIDENT, k->clean = true;
+            unmap_unused(c, HOST);
         } else {
             /* mapped for an overwrite: its host copy goes once the access
              * has succeeded (resid_access), or it goes back (undo_overwrites) */
@@ -872,8 +944,8 @@ static lms_status_t bring_in(uint32_t *u, size_t n, xfer_t **fetched)
 }
 
 /* Sets acc of the chunks of the ranges (stamped; the caller holds the lock
- * from here until it has used them). */
-static void mark_needs(const lms_range_t *r, size_t n, int pin)
+ * from here until it has used them). With all_data, overwrites fetch too. */
+static void mark_needs(const lms_range_t *r, size_t n, int pin, bool all_data)
 {
     uint32_t stamp = ++S->stamp;
     for (size_t i = 0; i < n; i++) {
@@ -885,7 +957,7 @@ static void mark_needs(const lms_range_t *r, size_t n, int pin)
                 k->acc = 0;
             }
             bool covers = off <= c * S->chunk && end >= (c + 1) * S->chunk;
-            if (r[i].mode != LMS_OVERWRITE || !covers)
+            if (all_data || r[i].mode != LMS_OVERWRITE || !covers)
                 k->acc |= NEED_DATA;
             if (r[i].mode != LMS_READ || pin)
                 k->acc |= WRITES;
@@ -946,14 +1018,17 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
         S->ch[u[i]].holds++;
     W.n = nu;
     S->holds_total += nu;
-    lms_status_t st = make_room(op, u, nu);
-    if (st != LMS_OK)
-        return st;
-    /* from here on the lock stays held until the chunks are settled */
-    mark_needs(r, n, pin);
+    /* from make_room's return on, the lock stays held until the chunks are
+     * settled; a partial step (Note [Swap exchange]) goes round again */
+    lms_status_t st;
     xfer_t *fetched = NULL;
-    if ((st = bring_in(u, nu, &fetched)) != LMS_OK)
-        return st;
+    for (size_t partial = 1; partial > 0;) {
+        if ((st = make_room(op, u, nu, &partial)) != LMS_OK)
+            return st;
+        mark_needs(r, n, pin, partial > 0);
+        if ((st = bring_in(u, nu, partial, &fetched)) != LMS_OK)
+            return st;
+    }
     /* wait for copies into the chunks, and for one out of a chunk about to
      * be written (the copy is then dropped, but must not read torn data);
      * nothing is marked before every wait is in place, so that a failure
