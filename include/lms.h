@@ -110,7 +110,8 @@ typedef struct lms_range {
  * After that, eviction waits on the device for all work enqueued on `stream`
  * up to that point. LMS_ERR_OUT_OF_MEMORY when the range cannot be made
  * resident because everything else on the device is pinned or in use; then
- * nothing was moved or lost. */
+ * nothing stored was lost (part of the range may have been fetched, and
+ * other memory evicted, on the way). */
 LMS_API lms_status_t lms_access(const void *ptr, size_t bytes, lms_access_mode_t mode,
                                 lms_stream_t stream);
 LMS_API lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t stream);
