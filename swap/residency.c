@@ -214,8 +214,10 @@ static void cached_remove(size_t c)
     S->cached_pos[c] = 0;
 }
 
-/* Blocks that can be had without evicting anything. */
-static size_t free_blocks(void) { return S->npool + (S->budget - S->created) + S->ncached; }
+/* Blocks that can be taken without unmapping anything, and those that can be
+ * had without evicting anything (cached chunks' blocks too). */
+static size_t unmapped_blocks(void) { return S->npool + (S->budget - S->created); }
+static size_t free_blocks(void) { return unmapped_blocks() + S->ncached; }
 
 static void set_resident(size_t c, dev_block_t b)
 {
@@ -233,9 +235,6 @@ static void set_unbacked(size_t c, uint8_t state)
     S->ch[c].state = state;
     S->resident--;
 }
-
-/* Blocks that can be taken without unmapping anything. */
-static size_t unmapped_blocks(void) { return S->npool + (S->budget - S->created); }
 
 /* Unmaps a cached chunk with no copy in flight and puts its block in the
  * pool. The caller made sure that no queued work can still touch a cached
@@ -831,18 +830,20 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
 
 /* Maps and fetches what the unique, sorted chunks u[0..n) need (with
  * `partial` > 0: that many of the HOST ones only); on failure undoes the
- * maps it made. Returns the fetch's xfer in *fetched (or NULL). */
-static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, xfer_t **fetched)
+ * maps it made. */
+static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial)
 {
     /* every block first: unmapping a cached chunk may fail, and must not
      * leave chunks of this access mapped that a rollback then must unmap */
-    size_t to_map = blocks_needed(u, n);
-    if (partial > 0 && to_map > partial)
-        to_map = partial;
-    while (unmapped_blocks() < to_map) {
-        lms_status_t st = uncache_one();
-        if (st != LMS_OK)
-            return st;
+    if (unmapped_blocks() < n) {
+        size_t to_map = blocks_needed(u, n);
+        if (partial > 0 && to_map > partial)
+            to_map = partial;
+        while (unmapped_blocks() < to_map) {
+            lms_status_t st = uncache_one();
+            if (st != LMS_OK)
+                return st;
+        }
     }
     lms_status_t st = LMS_OK;
     size_t mapped = 0; /* u[0..mapped) were looked at; those newly mapped have acc bit 4 */
@@ -939,7 +940,6 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, xfer_t **fet
         }
         k->acc &= (uint8_t)~(4 | 8);
     }
-    *fetched = x;
     return st;
 }
 
@@ -1021,12 +1021,11 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     /* from make_room's return on, the lock stays held until the chunks are
      * settled; a partial step (Note [Swap exchange]) goes round again */
     lms_status_t st;
-    xfer_t *fetched = NULL;
     for (size_t partial = 1; partial > 0;) {
         if ((st = make_room(op, u, nu, &partial)) != LMS_OK)
             return st;
         mark_needs(r, n, pin, partial > 0);
-        if ((st = bring_in(u, nu, partial, &fetched)) != LMS_OK)
+        if ((st = bring_in(u, nu, partial)) != LMS_OK)
             return st;
     }
     /* wait for copies into the chunks, and for one out of a chunk about to
@@ -1065,7 +1064,6 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
             S->pinned++;
         lru_touch(c);
     }
-    (void)fetched;
     /* pinned memory is used from any stream with no further word: wait here
      * until every copy into it has finished */
     for (size_t i = 0; pin && i < W.n;) {
