@@ -11,15 +11,32 @@
  *             the first key >= (n << 32) is the best fit for n chunks. Sized
  *             at create for the most runs the range can hold, so releasing
  *             never allocates and never fails.
- *   slabs[]   one per chunk cut into slots: two bitmaps (used: taken by a live
- *             or freed allocation; live: a live allocation) and a place on its
- *             class's list of slabs with free slots.
+ *   slabs     one record per chunk cut into slots: a bitmap (used: taken by
+ *             a live, cached or freed allocation), a live flag per slot (a
+ *             byte: 1 for a live allocation), and a place on its class's list
+ *             of slabs with free slots. Records sit in blocks of SLAB_BLOCK
+ *             that never move, and a record keeps its flags when it is reused.
+ *   fast[]    per chunk, for the lock-free calls (Note [Lock-free slots]).
  * Invariants: a chunk is in exactly one free run or used; runs[] holds every
  * free run once; a slab is on its class's partial list iff it has a free slot;
  * a slab with no used slot is its class's only slab (else its chunk is
  * released).
  *
- * No lock: swap/ serializes every call.
+ * No lock: swap/ serializes every call, but for the lock-free ones.
+ *
+ * Note [Lock-free slots]
+ * alloc_live_small, alloc_cache and alloc_uncache run without swap/'s lock, beside any other
+ * call, so that a thread cache (swap/tcache.c) can free and reuse small slots
+ * alone. They read only what cannot go away under them: fast[chunk], written
+ * with release stores by slab_new and slab_delete (0, or the address of the
+ * slab's live flags, FLAGS_ALIGN-aligned, or'ed with its class); the flags,
+ * which a slab record keeps for the life of the alloc_t; and the class table,
+ * fixed at create. They write only live flags, with relaxed atomic stores
+ * (the serialized calls read and write flags the same way). A slot whose flag
+ * a thread clears or sets is one it owns (its caller's allocation, or a slot
+ * in its cache), so the slab cannot empty and go meanwhile. A bad pointer
+ * reads a slab that may be changing, but never freed memory: it fails, or,
+ * racing with its own slot's reuse, clears a flag as a late double free would.
  */
 #include <string.h>
 
@@ -29,6 +46,8 @@
 #define ALIGN 256u
 #define NONE UINT32_MAX
 #define MAX_CLASSES ALLOC_MAX_CLASSES
+#define SLAB_BLOCK 1024 /* slab records per block */
+#define FLAGS_ALIGN 128 /* of a slab's live flags: fast[] keeps the class in the low bits */
 
 enum { CHUNK_FREE, CHUNK_LARGE, CHUNK_LARGE_TAIL, CHUNK_SLAB };
 
@@ -41,15 +60,18 @@ typedef struct chunk {
 } chunk_t;
 
 typedef struct slab {
+    uint32_t self;       /* its index */
     uint32_t chunk;
     uint32_t cls;
-    uint32_t used, live; /* slots taken, slots live */
+    uint32_t used;       /* slots taken */
     uint32_t prev, next; /* the class's partial list; NONE ends it */
     uint32_t hint;       /* no free slot below word hint of used_bits */
-    uint64_t *used_bits, *live_bits;
+    uint64_t *used_bits; /* NULL while the record is unused */
+    uint8_t *live;       /* chunk_size / ALIGN flags, kept for the record's life */
 } slab_t;
 
 typedef struct size_class {
+    uint64_t recip;   /* ceil(2^64 / slot_size), for division without a divide */
     uint32_t slot_size;
     uint32_t slots;   /* per slab */
     uint32_t partial; /* first slab with a free slot, NONE if none */
@@ -64,8 +86,9 @@ struct alloc {
     chunk_t *chunks;
     uint64_t *runs;
     size_t nruns;
-    slab_t *slabs;
-    size_t nslabs, capslabs;
+    slab_t **slab_blocks; /* nchunks / SLAB_BLOCK + 1, allocated as needed */
+    size_t nslabs;        /* records ever made */
+    uintptr_t *fast;      /* per chunk; see Note [Lock-free slots] */
     uint32_t free_slab; /* a free slab record (its `next` links the rest), NONE if none */
     size_class_t classes[MAX_CLASSES];
     int nclasses;
@@ -172,7 +195,8 @@ static void build_classes(alloc_t *a)
         }
         if (slot > a->chunk_size || (i > 0 && a->classes[i - 1].slot_size >= a->large_threshold))
             break;
-        a->classes[i] = (size_class_t){.slot_size = (uint32_t)slot,
+        a->classes[i] = (size_class_t){.recip = (uint64_t)(((__uint128_t)1 << 64) / slot) + 1,
+                                       .slot_size = (uint32_t)slot,
                                        .slots = (uint32_t)(a->chunk_size / slot),
                                        .partial = NONE};
         a->nclasses = i + 1;
@@ -198,62 +222,92 @@ size_t alloc_chunk_size(const alloc_t *a) { return a->chunk_size; }
 
 /* ---- slabs -------------------------------------------------------------------- */
 
+static slab_t *slab_at(const alloc_t *a, uint32_t i)
+{
+    return &a->slab_blocks[i / SLAB_BLOCK][i % SLAB_BLOCK];
+}
+
+static uintptr_t fast_word(const slab_t *s) { return (uintptr_t)s->live | s->cls; }
+
+static uint8_t flag(const uint8_t *live, size_t slot)
+{
+    return __atomic_load_n(&live[slot], __ATOMIC_RELAXED);
+}
+
+static void set_flag(uint8_t *live, size_t slot, uint8_t v)
+{
+    __atomic_store_n(&live[slot], v, __ATOMIC_RELAXED);
+}
+
 static void partial_push(alloc_t *a, slab_t *s)
 {
     size_class_t *k = &a->classes[s->cls];
-    uint32_t i = (uint32_t)(s - a->slabs);
     s->prev = NONE;
     s->next = k->partial;
     if (k->partial != NONE)
-        a->slabs[k->partial].prev = i;
-    k->partial = i;
+        slab_at(a, k->partial)->prev = s->self;
+    k->partial = s->self;
 }
 
 static void partial_remove(alloc_t *a, slab_t *s)
 {
     if (s->prev != NONE)
-        a->slabs[s->prev].next = s->next;
+        slab_at(a, s->prev)->next = s->next;
     else
         a->classes[s->cls].partial = s->next;
     if (s->next != NONE)
-        a->slabs[s->next].prev = s->prev;
+        slab_at(a, s->next)->prev = s->prev;
+}
+
+/* An unused slab record: a recycled one, or a new one with its flags. */
+static slab_t *record_take(alloc_t *a)
+{
+    if (a->free_slab != NONE) {
+        slab_t *s = slab_at(a, a->free_slab);
+        a->free_slab = s->next;
+        return s;
+    }
+    uint32_t i = (uint32_t)a->nslabs;
+    slab_t **block = &a->slab_blocks[i / SLAB_BLOCK];
+    if (*block == NULL && (*block = base_meta_calloc(SLAB_BLOCK, sizeof **block)) == NULL)
+        return NULL;
+    slab_t *s = &(*block)[i % SLAB_BLOCK];
+    if ((s->live = base_meta_calloc_aligned(a->chunk_size / ALIGN, FLAGS_ALIGN)) == NULL)
+        return NULL;
+    s->self = i;
+    a->nslabs++;
+    return s;
+}
+
+static void record_give(alloc_t *a, slab_t *s)
+{
+    s->next = a->free_slab;
+    a->free_slab = s->self;
 }
 
 /* A new slab of class cls on a fresh chunk. */
 static lms_status_t slab_new(alloc_t *a, int cls, slab_t **out, alloc_chunks_t *used)
 {
     uint32_t words = (a->classes[cls].slots + 63) / 64;
-    uint64_t *bits = base_meta_calloc(2 * words, sizeof *bits);
-    if (bits == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_malloc: no host memory for a slab's bitmaps");
-    uint32_t i = a->free_slab;
-    if (i == NONE) {
-        if (a->nslabs == a->capslabs) {
-            size_t cap = a->capslabs ? 2 * a->capslabs : 64;
-            slab_t *p = base_meta_realloc(a->slabs, cap * sizeof *p);
-            if (p == NULL) {
-                base_meta_free(bits);
-                return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_malloc: no host memory for a slab");
-            }
-            a->slabs = p;
-            a->capslabs = cap;
-        }
-        i = (uint32_t)a->nslabs++;
-    } else {
-        a->free_slab = a->slabs[i].next;
+    uint64_t *bits = base_meta_calloc(words, sizeof *bits);
+    slab_t *s = bits != NULL ? record_take(a) : NULL;
+    if (s == NULL) {
+        base_meta_free(bits);
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_malloc: no host memory for a slab");
     }
     size_t chunk;
     if (!take_chunks(a, 1, &chunk)) {
-        a->slabs[i].next = a->free_slab;
-        a->free_slab = i;
+        record_give(a, s);
         base_meta_free(bits);
         return base_fail(LMS_ERR_OUT_OF_MEMORY,
                          "lms_malloc: the reserved address range has no free chunk (LMS_VA_RESERVE)");
     }
-    slab_t *s = &a->slabs[i];
-    *s = (slab_t){.chunk = (uint32_t)chunk, .cls = (uint32_t)cls, .used_bits = bits,
-                  .live_bits = bits + words};
-    a->chunks[chunk] = (chunk_t){.kind = CHUNK_SLAB, .link = i};
+    *s = (slab_t){.self = s->self, .chunk = (uint32_t)chunk, .cls = (uint32_t)cls,
+                  .used_bits = bits, .live = s->live};
+    for (size_t i = 0; i < a->classes[cls].slots; i++)
+        set_flag(s->live, i, 0);
+    a->chunks[chunk] = (chunk_t){.kind = CHUNK_SLAB, .link = s->self};
+    __atomic_store_n(&a->fast[chunk], fast_word(s), __ATOMIC_RELEASE);
     a->classes[cls].nslabs++;
     partial_push(a, s);
     *used = (alloc_chunks_t){chunk, 1};
@@ -266,14 +320,13 @@ static void slab_delete(alloc_t *a, slab_t *s, alloc_chunks_t *freed)
     partial_remove(a, s);
     a->classes[s->cls].nslabs--;
     base_meta_free(s->used_bits);
+    s->used_bits = NULL;
+    __atomic_store_n(&a->fast[s->chunk], 0, __ATOMIC_RELEASE);
     *freed = (alloc_chunks_t){s->chunk, 1};
     give_chunks(a, s->chunk, 1);
-    s->used_bits = s->live_bits = NULL;
-    s->next = a->free_slab;
-    a->free_slab = (uint32_t)(s - a->slabs);
+    record_give(a, s);
 }
 
-static bool bit(const uint64_t *bits, size_t i) { return bits[i / 64] >> (i % 64) & 1; }
 static void set_bit(uint64_t *bits, size_t i) { bits[i / 64] |= 1ull << (i % 64); }
 static void clear_bit(uint64_t *bits, size_t i) { bits[i / 64] &= ~(1ull << (i % 64)); }
 
@@ -287,8 +340,7 @@ static size_t slab_take(alloc_t *a, slab_t *s)
     size_t slot = (size_t)w * 64 + (size_t)__builtin_ctzll(~s->used_bits[w]);
     s->hint = w;
     set_bit(s->used_bits, slot);
-    set_bit(s->live_bits, slot);
-    s->live++;
+    set_flag(s->live, slot, 1);
     if (++s->used == slots)
         partial_remove(a, s);
     return slot;
@@ -298,7 +350,7 @@ static size_t slab_take(alloc_t *a, slab_t *s)
  * not the start of a slot. */
 static bool slab_slot(const alloc_t *a, size_t offset, slab_t **s, size_t *slot)
 {
-    *s = &a->slabs[a->chunks[offset >> a->chunk_shift].link];
+    *s = slab_at(a, a->chunks[offset >> a->chunk_shift].link);
     size_t slot_size = a->classes[(*s)->cls].slot_size;
     size_t within = offset & (a->chunk_size - 1);
     *slot = within / slot_size;
@@ -315,7 +367,7 @@ lms_status_t alloc_place(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t
         slab_t *s = NULL;
         uint32_t p = a->classes[cls].partial;
         if (p != NONE) {
-            s = &a->slabs[p];
+            s = slab_at(a, p);
         } else {
             lms_status_t st = slab_new(a, cls, &s, used);
             if (st != LMS_OK)
@@ -364,10 +416,10 @@ lms_status_t alloc_find(const alloc_t *a, size_t offset, size_t *base, size_t *s
         return LMS_OK;
     }
     if (c != NULL && c->kind == CHUNK_SLAB) {
-        slab_t *s = &a->slabs[c->link];
+        slab_t *s = slab_at(a, c->link);
         size_t slot_size = a->classes[s->cls].slot_size;
         size_t slot = (offset & (a->chunk_size - 1)) / slot_size;
-        if (slot < a->classes[s->cls].slots && bit(s->live_bits, slot)) {
+        if (slot < a->classes[s->cls].slots && flag(s->live, slot)) {
             *base = (ci << a->chunk_shift) + slot * slot_size;
             *size = slot_size;
             return LMS_OK;
@@ -396,10 +448,9 @@ lms_status_t alloc_mark_freed(alloc_t *a, size_t base, size_t *size)
     } else if (c != NULL && c->kind == CHUNK_SLAB) {
         slab_t *s;
         size_t slot;
-        if (!slab_slot(a, base, &s, &slot) || !bit(s->live_bits, slot))
+        if (!slab_slot(a, base, &s, &slot) || !flag(s->live, slot))
             goto invalid;
-        clear_bit(s->live_bits, slot);
-        s->live--;
+        set_flag(s->live, slot, 0);
         *size = a->classes[s->cls].slot_size;
     } else {
         goto invalid;
@@ -428,12 +479,47 @@ void alloc_revive(alloc_t *a, size_t base, size_t request)
         slab_t *s;
         size_t slot;
         slab_slot(a, base, &s, &slot);
-        set_bit(s->live_bits, slot);
-        s->live++;
+        set_flag(s->live, slot, 1);
         size = a->classes[s->cls].slot_size;
     }
     a->usage.live_bytes += size;
     a->usage.live_count++;
+}
+
+/* ---- lock-free (Note [Lock-free slots]) ---------------------------------------- */
+
+size_t alloc_class_size(const alloc_t *a, int cls) { return a->classes[cls].slot_size; }
+
+alloc_flag_t *alloc_live_small(const alloc_t *a, size_t base, int ncls, int *cls)
+{
+    size_t ci = base >> a->chunk_shift;
+    if (ci >= a->nchunks)
+        return NULL;
+    uintptr_t w = __atomic_load_n(&a->fast[ci], __ATOMIC_ACQUIRE);
+    int c = (int)(w & (FLAGS_ALIGN - 1));
+    if (w == 0 || c >= ncls)
+        return NULL;
+    const size_class_t *k = &a->classes[c];
+    /* within / slot_size, exact when within is a multiple of slot_size
+     * (within * recip = q * 2^64 + q * e, with e <= slot_size, so q * e < 2^64),
+     * as a slot's start is; any other within fails the check. */
+    uint32_t within = (uint32_t)(base & (a->chunk_size - 1));
+    uint32_t slot = (uint32_t)(((__uint128_t)within * k->recip) >> 64);
+    if (slot >= k->slots || slot * k->slot_size != within)
+        return NULL;
+    uint8_t *f = (uint8_t *)(w & ~(uintptr_t)(FLAGS_ALIGN - 1)) + slot;
+    if (!flag(f, 0))
+        return NULL;
+    *cls = c;
+    return f;
+}
+
+size_t alloc_cached_freed(alloc_t *a, size_t base)
+{
+    size_t size = a->classes[alloc_class_at(a, base)].slot_size;
+    a->usage.live_bytes -= size;
+    a->usage.live_count--;
+    return size;
 }
 
 /* alloc_release; keep_empty keeps a class's only slab when it empties. */
@@ -469,8 +555,8 @@ bool alloc_trim_one(alloc_t *a, alloc_chunks_t *freed)
 {
     for (int c = 0; c < a->nclasses; c++) {
         uint32_t i = a->classes[c].partial;
-        if (i != NONE && a->slabs[i].used == 0) {
-            slab_delete(a, &a->slabs[i], freed);
+        if (i != NONE && slab_at(a, i)->used == 0) {
+            slab_delete(a, slab_at(a, i), freed);
             return true;
         }
     }
@@ -515,7 +601,9 @@ lms_status_t alloc_create(const alloc_config_t *cfg, alloc_t **out)
     a->free_slab = NONE;
     a->chunks = base_meta_calloc(a->nchunks, sizeof *a->chunks);
     a->runs = base_meta_calloc(a->nchunks / 2 + 1, sizeof *a->runs); /* the most runs possible */
-    if (a->chunks == NULL || a->runs == NULL) {
+    a->slab_blocks = base_meta_calloc(a->nchunks / SLAB_BLOCK + 1, sizeof *a->slab_blocks);
+    a->fast = base_meta_calloc(a->nchunks, sizeof *a->fast);
+    if (a->chunks == NULL || a->runs == NULL || a->slab_blocks == NULL || a->fast == NULL) {
         alloc_destroy(a);
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "alloc: no host memory for %zu chunks", cfg->nchunks);
     }
@@ -529,9 +617,14 @@ void alloc_destroy(alloc_t *a)
 {
     if (a == NULL)
         return;
-    for (size_t i = 0; i < a->nslabs; i++)
-        base_meta_free(a->slabs[i].used_bits);
-    base_meta_free(a->slabs);
+    for (size_t i = 0; i < a->nslabs; i++) {
+        base_meta_free(slab_at(a, (uint32_t)i)->used_bits);
+        base_meta_free(slab_at(a, (uint32_t)i)->live);
+    }
+    for (size_t b = 0; a->slab_blocks != NULL && b < a->nchunks / SLAB_BLOCK + 1; b++)
+        base_meta_free(a->slab_blocks[b]);
+    base_meta_free(a->slab_blocks);
+    base_meta_free(a->fast);
     base_meta_free(a->runs);
     base_meta_free(a->chunks);
     base_meta_free(a);

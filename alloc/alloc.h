@@ -16,6 +16,10 @@
  *           cut into equal slots. Classes are 256-byte multiples up to 2 KiB,
  *           then 8 per doubling, so that a request of 2 KiB or more wastes at
  *           most 12.5% (below 2 KiB, cudaMalloc's 256-byte alignment rules).
+ *   cached  a small allocation freed into a thread cache (swap/tcache.c):
+ *           no allocation any more (lookups and frees of it fail), but its
+ *           slot stays taken and alloc_usage still counts it as live, until
+ *           alloc_uncache makes it live again or alloc_cached_freed freed.
  *   freed   an allocation the caller has freed but whose space must not be
  *           reused yet (stream order, see swap/): it is no allocation any more
  *           (lookups and frees of it fail), and it is no free space either,
@@ -24,6 +28,9 @@
  * Placement is deterministic: the same sequence of calls gives the same
  * offsets, in any process, because every choice depends only on the table.
  * Lookups (alloc_find) are O(1): index arithmetic plus the chunk table.
+ *
+ * alloc_live_small, alloc_cache and alloc_uncache are the exception to "the caller serializes":
+ * they may run in any thread beside any call (Note [Lock-free slots]).
  */
 #ifndef LMS_ALLOC_H
 #define LMS_ALLOC_H
@@ -94,9 +101,28 @@ size_t alloc_usable_size(const alloc_t *a, size_t size);
  * classes may reach the large threshold. */
 int alloc_class_at(const alloc_t *a, size_t base);
 
+/* The slot size of class cls. */
+size_t alloc_class_size(const alloc_t *a, int cls);
+
+/* A slot's live flag: 1 while it holds a live allocation. */
+typedef uint8_t alloc_flag_t;
+
+/* Lock-free. The live flag of the live small allocation at exactly base, and
+ * its class, if that is below ncls; else NULL (the serialized calls say what
+ * base is). The flag stays the slot's while the slot is taken. */
+alloc_flag_t *alloc_live_small(const alloc_t *a, size_t base, int ncls, int *cls);
+
+/* Lock-free. Makes the live allocation whose flag is f cached; and a cached
+ * one live again, for its thread cache's reuse. */
+static inline void alloc_cache(alloc_flag_t *f) { __atomic_store_n(f, 0, __ATOMIC_RELAXED); }
+static inline void alloc_uncache(alloc_flag_t *f) { __atomic_store_n(f, 1, __ATOMIC_RELAXED); }
+
+/* Turns the cached allocation at base into a freed one; returns its size. */
+size_t alloc_cached_freed(alloc_t *a, size_t base);
+
 typedef struct alloc_usage {
-    size_t live_bytes;     /* usable bytes of live allocations */
-    size_t live_count;     /* live allocations */
+    size_t live_bytes;     /* usable bytes of live (and cached) allocations */
+    size_t live_count;     /* live (and cached) allocations */
     size_t used_chunks;    /* chunks not free: holding live or freed allocations */
     size_t peak_used_chunks;
     size_t free_runs;      /* runs of free chunks: fragmentation */

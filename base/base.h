@@ -79,6 +79,8 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "the reclaim thread evicts when free device memory falls below this; 0 = limit / 32") \
     X(reclaim_high, size, "0", NULL,                                                         \
       "and stops once this much is free; 0 = limit / 16")                                  \
+    X(thread_cache, size, "1MiB", NULL,                                                      \
+      "small freed memory each thread keeps for its own reuse, lock-free; 0 = none")       \
     X(stats, int, "0", NULL, "1: print lms_stats() on stderr at exit")
 
 #define BASE_OPTION_CTYPE_size uint64_t
@@ -122,6 +124,9 @@ void *base_meta_alloc(size_t size);
 
 /* n * size bytes, zeroed; NULL also when n * size overflows. */
 void *base_meta_calloc(size_t n, size_t size);
+
+/* size bytes, zeroed, aligned to align (a power of two). */
+void *base_meta_calloc_aligned(size_t size, size_t align);
 
 /* Resizes p (NULL: as base_meta_alloc), keeping its first min(old, new)
  * bytes. On failure returns NULL, and p is unchanged and still the caller's. */

@@ -69,6 +69,12 @@ void *base_meta_calloc(size_t n, size_t size)
     return flags ? lms_je_mallocx(nonzero(bytes), flags | MALLOCX_ZERO) : NULL;
 }
 
+void *base_meta_calloc_aligned(size_t size, size_t align)
+{
+    int flags = meta_flags();
+    return flags ? lms_je_mallocx(nonzero(size), flags | MALLOCX_ZERO | MALLOCX_ALIGN(align)) : NULL;
+}
+
 void *base_meta_realloc(void *p, size_t size)
 {
     if (p == NULL)

@@ -72,6 +72,10 @@ LMS_API lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream);
  * other allocations only once the work queued on `stream` before this call
  * has finished. lms never synchronizes the whole device for it, but an
  * allocation that finds no room otherwise may wait for that work.
+ * A small free first goes to the calling thread's cache (LMS_THREAD_CACHE),
+ * whose memory only that thread's allocations on `stream` reuse, without a
+ * lock; it goes back to `stream` when the thread calls lms on another stream,
+ * exits, or finds no room to allocate.
  * NULL is a no-op. A pointer lms did not hand out, an interior pointer or a
  * second free is LMS_ERR_INVALID and changes nothing. */
 LMS_API lms_status_t lms_free(void *ptr, lms_stream_t stream);

@@ -141,6 +141,20 @@ HIDDEN void swap_recycle_event(dev_event_t *e);
 HIDDEN void swap_wait_unlocked(dev_event_t *e);
 HIDDEN lms_status_t swap_sync_released(void);
 HIDDEN char *swap_fmt(uint64_t bytes, char *buf);
+/* The cached allocation at offset (live: its flag), freed on stream handle (a pending free of
+ * it, or released at once when it is the only stream or gone); fails, with
+ * the allocation still cached, only when the host has no memory. */
+HIDDEN lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *live);
+
+/* tcache.c: Note [Thread caches]. tc_malloc and tc_free take no lock and
+ * return false when the locked path must run; the others assume the lock. */
+HIDDEN extern uint64_t swap_epoch; /* atomic */
+HIDDEN bool tc_malloc(void **ptr, size_t size, lms_stream_t stream);
+HIDDEN bool tc_free(void *ptr, lms_stream_t stream);
+HIDDEN void tc_key(lms_stream_t stream);    /* the calling thread's cache, for stream */
+HIDDEN void tc_make_room(const void *ptr);  /* in its cache, for the free of ptr */
+HIDDEN void tc_flush(void);                 /* the calling thread's cache */
+HIDDEN void tc_invalidate(void);            /* every cache: lms shut down or a stream gone */
 
 /* residency.c */
 HIDDEN lms_status_t resid_init(void);

@@ -21,7 +21,9 @@
  * and goes on S's pending list, tagged with S's epoch.
  *  - An allocation on S may reuse a pending entry of S of the same size class
  *    (or chunk count) at once: its work is queued after the free. This is the
- *    fast path of a training loop: no event, no device call.
+ *    fast path of a training loop: no event, no device call. Small frees
+ *    first wait in the freeing thread's cache, for that thread's allocations
+ *    on S, without the lock (Note [Thread caches] in tcache.c).
  *  - For other streams, the space must wait until the work queued on S before
  *    the free has finished. lms records one event per batch of frees, not one
  *    per free (a "fence", covering every entry of the epochs before it), when
@@ -298,6 +300,7 @@ void swap_config_from_options(swap_config_t *cfg)
         .swap = o->swap != 0,
         .reclaim_low = o->reclaim_low,
         .reclaim_high = o->reclaim_high,
+        .thread_cache = o->thread_cache,
         .stats_at_exit = o->stats != 0,
     };
     dev_config_from_options(&cfg->device);
@@ -345,6 +348,7 @@ static void destroy_state(void)
     alloc_destroy(S->alloc);
     base_meta_free(S);
     S = NULL;
+    tc_invalidate();
 }
 
 static lms_status_t new_stream(stream_t **out)
@@ -562,6 +566,8 @@ lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
 {
     if (ptr == NULL)
         return base_fail(LMS_ERR_INVALID, "lms_malloc: ptr is NULL");
+    if (tc_malloc(ptr, size, stream))
+        return LMS_OK;
     *ptr = NULL;
     enter();
     lms_status_t st = ensure();
@@ -569,6 +575,9 @@ lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
     if (st == LMS_OK && s == NULL)
         st = bad_stream("lms_malloc", stream);
     if (st != LMS_OK || size == 0)
+        goto out;
+    tc_key(stream);
+    if (tc_malloc(ptr, size, stream))
         goto out;
     size_t offset = 0, index = 0;
     deque_t *d = reusable(s, size, &index);
@@ -583,6 +592,8 @@ lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
      * take what has completed; last, wait for the fences (without the lock,
      * so other threads go on meanwhile). */
     for (int attempt = 0; attempt < 3; attempt++) {
+        if (attempt == 1)
+            tc_flush();
         if (attempt == 2)
             wait_for_fences();
         lms_status_t collected = collect_all(attempt > 0, false);
@@ -614,14 +625,57 @@ static bool offset_of(const void *ptr, size_t *offset)
     return true;
 }
 
+/* Queues the freed allocation at offset on s (NULL: a stream destroyed since,
+ * whose work is done), or releases it at once when nobody can race it (Note
+ * [Stream-ordered free]). Fails only when the host has no memory for s's
+ * pending list; the allocation is then still freed, and the caller's. */
+static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size)
+{
+    if (s == NULL || S->live_streams == 1) {
+        alloc_chunks_t freed;
+        alloc_release(S->alloc, offset, &freed);
+        resid_freed(freed);
+        S->released_at_once++;
+        return LMS_OK;
+    }
+    int cls = alloc_class_at(S->alloc, offset);
+    deque_t *d = cls >= 0 ? &s->small[cls] : &s->large;
+    if (!dq_push(d, (pending_t){offset, size, s->epoch}))
+        return LMS_ERR_OUT_OF_MEMORY;
+    if (cls < 0) /* its chunks are its own: their data is dead, never copied out */
+        resid_dead((alloc_chunks_t){offset / S->chunk, (size + S->chunk - 1) / S->chunk});
+    s->unfenced_bytes += size;
+    /* Let a stream that frees much give its memory back to everyone. A fence
+     * that cannot be recorded now is recorded when an allocation runs short. */
+    if (s->unfenced_bytes >= S->flush_bytes && fence(s) != LMS_OK)
+        base_log(BASE_LOG_DEBUG, "lms_free: fence deferred: %s", lms_last_error());
+    return LMS_OK;
+}
+
+lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *live)
+{
+    size_t size = alloc_cached_freed(S->alloc, offset);
+    if (queue_freed(find_stream(handle), offset, size) == LMS_OK)
+        return LMS_OK;
+    alloc_revive(S->alloc, offset, size);
+    alloc_cache(live);
+    return LMS_ERR_OUT_OF_MEMORY;
+}
+
 lms_status_t lms_free(void *ptr, lms_stream_t stream)
 {
-    if (ptr == NULL)
+    if (ptr == NULL || tc_free(ptr, stream))
         return LMS_OK;
     enter();
     lms_status_t st = LMS_OK;
     stream_t *s = S != NULL ? find_stream(stream) : NULL;
     size_t offset = 0, size = 0;
+    if (s != NULL) { /* the calling thread's cache first (Note [Thread caches]) */
+        tc_key(stream);
+        tc_make_room(ptr);
+        if (tc_free(ptr, stream))
+            goto out;
+    }
     if (!offset_of(ptr, &offset))
         st = base_fail(LMS_ERR_INVALID, "lms_free(%p): not an address lms handed out", ptr);
     else if (s == NULL)
@@ -635,31 +689,12 @@ lms_status_t lms_free(void *ptr, lms_stream_t stream)
         base_log(BASE_LOG_WARN, "%s (reported once; later bad frees only by status)",
                  lms_last_error());
     }
-    if (st != LMS_OK)
-        goto out;
-    if (S->live_streams == 1) { /* see Note [Stream-ordered free] */
-        alloc_chunks_t freed;
-        alloc_release(S->alloc, offset, &freed);
-        resid_freed(freed);
-        S->released_at_once++;
-        goto out;
-    }
-    int cls = alloc_class_at(S->alloc, offset);
-    deque_t *d = cls >= 0 ? &s->small[cls] : &s->large;
-    if (!dq_push(d, (pending_t){offset, size, s->epoch})) {
+    if (st == LMS_OK && queue_freed(s, offset, size) != LMS_OK) {
         alloc_revive(S->alloc, offset, size);
         st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_free(%p): no host memory to queue it", ptr);
-        goto out;
     }
-    if (cls < 0) /* its chunks are its own: their data is dead, never copied out */
-        resid_dead((alloc_chunks_t){offset / S->chunk, (size + S->chunk - 1) / S->chunk});
-    s->unfenced_bytes += size;
-    /* Let a stream that frees much give its memory back to everyone. A fence
-     * that cannot be recorded now is recorded when an allocation runs short. */
-    if (s->unfenced_bytes >= S->flush_bytes && fence(s) != LMS_OK)
-        base_log(BASE_LOG_DEBUG, "lms_free: fence deferred: %s", lms_last_error());
 out:
-    pthread_mutex_unlock(&swap_lock);
+    leave();
     return st;
 }
 
@@ -787,6 +822,7 @@ lms_status_t lms_stream_destroy(lms_stream_t stream)
         S->streams[i] = NULL;
         S->generation_of[i]++;
         S->live_streams--;
+        tc_invalidate(); /* caches keyed to it flush (Note [Thread caches]) */
     }
     leave();
     return st;

@@ -29,6 +29,8 @@ typedef struct swap_config {
                                lms_malloc and never swapped (no host pool) */
     size_t reclaim_low;     /* bytes; 0: device limit / 32 (at least one chunk) */
     size_t reclaim_high;    /* bytes; 0: device limit / 16 (at least low + one chunk) */
+    size_t thread_cache;    /* bytes of small frees a thread keeps for its own
+                               reuse (Note [Thread caches]); 0: no caches */
     bool stats_at_exit;     /* LMS_STATS=1 */
 } swap_config_t;
 

@@ -305,3 +305,44 @@ Test(alloc, unplace_leaves_nothing_behind)
     after.peak_used_chunks = before.peak_used_chunks; /* a high-water mark stays */
     cr_assert(memcmp(&before, &after, sizeof before) == 0);
 }
+
+Test(alloc, a_cached_slot_is_no_allocation_but_stays_taken)
+{
+    size_t s = place(1000), big = place(3 * CHUNK), size;
+    int cls = -1, other;
+    alloc_flag_t *f = alloc_live_small(a, s, ALLOC_MAX_CLASSES, &cls);
+    cr_assert_not_null(f);
+    cr_assert_eq(cls, alloc_class_of(a, 1000));
+    /* only the base of a live small allocation of a class below the bound */
+    cr_assert_null(alloc_live_small(a, s, cls, &other));
+    cr_assert_null(alloc_live_small(a, s + 256, ALLOC_MAX_CLASSES, &other));
+    cr_assert_null(alloc_live_small(a, s + 1, ALLOC_MAX_CLASSES, &other));
+    cr_assert_null(alloc_live_small(a, big, ALLOC_MAX_CLASSES, &other));
+    cr_assert_null(alloc_live_small(a, 40 * CHUNK, ALLOC_MAX_CLASSES, &other));
+    cr_assert_null(alloc_live_small(a, 999 * CHUNK, ALLOC_MAX_CLASSES, &other));
+
+    alloc_usage_t before, after;
+    alloc_usage(a, &before);
+    alloc_cache(f);
+    TEST_FAILS(LMS_ERR_INVALID, alloc_find(a, s, &size, &size));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, s, &size));
+    cr_assert_null(alloc_live_small(a, s, ALLOC_MAX_CLASSES, &other), "cached twice");
+    alloc_usage(a, &after);
+    cr_assert(memcmp(&before, &after, sizeof before) == 0, "a cached slot still counts");
+    for (int i = 0; i < 50; i++)
+        cr_assert_neq(place(1000), s, "a cached slot was handed out");
+
+    alloc_uncache(f);
+    size_t base;
+    TEST_OK(alloc_find(a, s + 10, &base, &size));
+    cr_assert_eq(base, s);
+    cr_assert_eq(alloc_live_small(a, s, ALLOC_MAX_CLASSES, &other), f);
+
+    alloc_cache(f);
+    cr_assert_eq(alloc_cached_freed(a, s), alloc_class_size(a, cls));
+    alloc_usage(a, &after);
+    cr_assert_eq(after.live_count, before.live_count + 50 - 1);
+    alloc_chunks_t freed;
+    alloc_release(a, s, &freed);
+    cr_assert_eq(place(1000), s, "the lowest free slot is taken first");
+}

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "swap/internal.h" /* swap_lock, to prove the thread caches take none */
 #include "swap/swap.h"
 
 #define LIMIT_CHUNKS 16
@@ -468,6 +469,192 @@ Test(lms, eight_threads_never_get_overlapping_memory, .timeout = 600)
     void *all = must_malloc(LIMIT_CHUNKS * chunk, NULL);
     TEST_OK(lms_free(all, NULL));
     free(shadow);
+}
+
+/* ---- thread caches (Note [Thread caches] in swap/tcache.c) ---- */
+
+typedef struct locker {
+    atomic_int state; /* 0 start, 1 lock held, 2 release it, 3 released */
+} locker_t;
+
+static void *hold_lock(void *arg)
+{
+    locker_t *l = arg;
+    pthread_mutex_lock(&swap_lock);
+    atomic_store(&l->state, 1);
+    while (atomic_load(&l->state) != 2)
+        usleep(100);
+    pthread_mutex_unlock(&swap_lock);
+    atomic_store(&l->state, 3);
+    return NULL;
+}
+
+Test(lms, a_small_pair_on_a_stream_reuses_its_slot_without_the_lock, .timeout = 60)
+{
+    if (base_options()->thread_cache == 0)
+        cr_skip_test("LMS_THREAD_CACHE=0: no thread caches");
+    lms_stream_t a;
+    TEST_OK(lms_stream_create(&a));
+    size_t sizes[] = {1, 1000, 4096, 65536};
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = must_malloc(sizes[i], a);
+        TEST_OK(lms_free(p[i], a)); /* into this thread's cache, keyed to a */
+    }
+    /* with another thread holding lms's lock, a call that took it would hang
+     * (and the test time out) */
+    locker_t l = {0};
+    pthread_t t;
+    pthread_create(&t, NULL, hold_lock, &l);
+    while (atomic_load(&l.state) != 1)
+        usleep(100);
+    void *q[4] = {0};
+    lms_status_t st = LMS_OK;
+    for (int i = 3; i >= 0 && st == LMS_OK; i--)
+        if ((st = lms_malloc(&q[i], sizes[i], a)) == LMS_OK)
+            st = lms_free(q[i], a);
+    for (int i = 0; i < 4 && st == LMS_OK; i++)
+        st = lms_malloc(&q[i], sizes[i], a);
+    atomic_store(&l.state, 2);
+    pthread_join(t, NULL);
+    TEST_OK(st);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(q[i], p[i], "the cache hands back the slot freed last");
+        check_usable(q[i], sizes[i], 70 + (uint64_t)i);
+        TEST_OK(lms_free(q[i], a));
+    }
+    TEST_OK(lms_stream_destroy(a));
+}
+
+typedef struct probe {
+    void *p;
+    lms_status_t lookup, free;
+} probe_t;
+
+static void *probe_other_thread(void *arg)
+{
+    probe_t *pr = arg;
+    void *base;
+    size_t size;
+    pr->lookup = lms_allocation_of(pr->p, &base, &size);
+    pr->free = lms_free(pr->p, NULL);
+    return NULL;
+}
+
+Test(lms, a_cached_slot_is_no_allocation_on_any_thread)
+{
+    void *p = must_malloc(3000, NULL), *base;
+    size_t size;
+    TEST_OK(lms_free(p, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_allocation_of(p, &base, &size));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free(p, NULL));
+    probe_t pr = {.p = p};
+    pthread_t t;
+    pthread_create(&t, NULL, probe_other_thread, &pr);
+    pthread_join(t, NULL);
+    cr_assert_eq(pr.lookup, LMS_ERR_INVALID, "another thread found a cached slot live");
+    cr_assert_eq(pr.free, LMS_ERR_INVALID, "another thread freed a cached slot");
+    cr_assert_eq(must_malloc(3000, NULL), p, "handed out once, after the bad frees");
+    TEST_OK(lms_allocation_of(p, &base, &size));
+    pthread_create(&t, NULL, probe_other_thread, &pr);
+    pthread_join(t, NULL);
+    cr_assert_eq(pr.lookup, LMS_OK);
+    cr_assert_eq(pr.free, LMS_OK, "a live allocation is any thread's to free");
+    TEST_FAILS(LMS_ERR_INVALID, lms_free(p, NULL));
+}
+
+static void *malloc_free_small(void *arg)
+{
+    (void)arg;
+    void *p;
+    TEST_OK(lms_malloc(&p, 5000, NULL));
+    TEST_OK(lms_free(p, NULL));
+    return NULL;
+}
+
+Test(lms, a_thread_that_exits_gives_its_cached_memory_back)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, malloc_free_small, NULL);
+    pthread_join(t, NULL);
+    /* the slab of its slot must be free for the limit to fit in one piece */
+    TEST_OK(lms_free(must_malloc(LIMIT_CHUNKS * chunk, NULL), NULL));
+}
+
+Test(lms, a_malloc_that_finds_no_room_flushes_its_own_cache_first)
+{
+    void *p[100];
+    size_t sizes[] = {1000, 3000, 6000, 20000};
+    for (int i = 0; i < 100; i++)
+        p[i] = must_malloc(sizes[i % 4], NULL); /* four classes, a slab each */
+    for (int i = 0; i < 100; i++)
+        TEST_OK(lms_free(p[i], NULL));
+    TEST_OK(lms_free(must_malloc(LIMIT_CHUNKS * chunk, NULL), NULL));
+}
+
+Test(lms, freeing_more_than_a_cache_holds_loses_nothing)
+{
+    /* 300 frees of one class: the cache keeps a few, the rest go to the
+     * stream; all of them come back */
+    enum { N = 300 };
+    lms_stream_t a;
+    TEST_OK(lms_stream_create(&a));
+    void *p[N], *q[N];
+    for (int i = 0; i < N; i++)
+        p[i] = must_malloc(1024, a);
+    for (int i = 0; i < N; i++)
+        TEST_OK(lms_free(p[i], a));
+    for (int i = 0; i < N; i++)
+        q[i] = must_malloc(1024, a);
+    for (int i = 0; i < N; i++) {
+        bool found = false;
+        for (int j = 0; j < N && !found; j++)
+            found = q[j] == p[i];
+        cr_assert(found, "%p was not reused on its stream", p[i]);
+    }
+    for (int i = 0; i < N; i++)
+        TEST_OK(lms_free(q[i], a));
+    TEST_OK(lms_stream_destroy(a));
+}
+
+typedef struct keeper {
+    lms_stream_t stream;
+    void *p, *q;
+    atomic_int step; /* 1: p cached; 2: its stream destroyed */
+    lms_status_t late_malloc, late_free;
+} keeper_t;
+
+static void *cache_then_wait(void *arg)
+{
+    keeper_t *k = arg;
+    TEST_OK(lms_malloc(&k->p, 700, k->stream));
+    TEST_OK(lms_free(k->p, k->stream));
+    atomic_store(&k->step, 1);
+    while (atomic_load(&k->step) != 2)
+        usleep(100);
+    void *x = NULL;
+    k->late_malloc = lms_malloc(&x, 700, k->stream); /* its cache must not serve it */
+    TEST_OK(lms_malloc(&x, 700, NULL));
+    k->late_free = lms_free(x, k->stream); /* a stream that is gone */
+    k->q = x;
+    return NULL;
+}
+
+Test(lms, a_destroyed_streams_cached_frees_are_released)
+{
+    static keeper_t k;
+    TEST_OK(lms_stream_create(&k.stream));
+    pthread_t t;
+    pthread_create(&t, NULL, cache_then_wait, &k);
+    while (atomic_load(&k.step) != 1)
+        usleep(100);
+    TEST_OK(lms_stream_destroy(k.stream));
+    atomic_store(&k.step, 2);
+    pthread_join(t, NULL);
+    cr_assert_eq(k.q, k.p, "the slot cached for the destroyed stream was released");
+    cr_assert_eq(k.late_malloc, LMS_ERR_INVALID);
+    cr_assert_eq(k.late_free, LMS_ERR_INVALID);
+    TEST_OK(lms_free(k.q, NULL));
 }
 
 /* ---- determinism ---- */

@@ -1,0 +1,246 @@
+/*
+ * swap/tcache.c — thread caches: lms_malloc and lms_free of small sizes
+ * without the lock.
+ *
+ * Owns, per thread (T): the cache, from host metadata, made on the thread's
+ * first locked lms_malloc or lms_free and flushed when the thread exits.
+ *
+ * Lock: the fast calls (tc_malloc, tc_free) take none and touch only the
+ * calling thread's cache and, through alloc_cache/alloc_uncache, the live
+ * flags of slots it owns (Note [Lock-free slots] in alloc.c). The others
+ * assume swap_lock.
+ *
+ * Note [Thread caches]
+ * A thread's small frees on a stream go to its cache rather than the stream's
+ * pending list, and its small mallocs on that stream take from the cache
+ * first, last freed first per class: the reuse Note [Stream-ordered free]
+ * allows at once (work queued on the stream after the free comes after it),
+ * here without the lock, a device call or an atomic read-modify-write.
+ *  - A cache serves one stream, the one it is keyed to. A call on another
+ *    stream takes the locked path, which flushes the cache and keys it to the
+ *    new stream. Flushed entries become pending frees of their stream, as if
+ *    lms_free had just queued them (swap_free_cached).
+ *  - A cached slot is no allocation (alloc.h): lms_allocation_of and a second
+ *    lms_free of it fail, on any thread. It stays taken, so its chunk stays
+ *    used, and lms's counts take it as allocated until it is flushed.
+ *  - A cache holds at most cfg.thread_cache bytes and TC_BIN entries of a
+ *    class; classes of more than an eighth of that are not cached. A free that
+ *    finds no room takes the locked path and flushes the older half of its
+ *    class's entries, or the whole cache when the bytes are over.
+ *  - A malloc that finds no room flushes the calling thread's cache before
+ *    it gives up. Other threads' caches stay theirs: each holds at most
+ *    thread_cache bytes, until that thread calls lms again or exits.
+ *  - `swap_epoch` changes when lms is initialized or shut down and when a
+ *    stream is destroyed: a cache keyed under another epoch takes the locked
+ *    path, where tc_key flushes it (its stream destroyed since: released at
+ *    once, since the destroy waited for the stream's work) or, when lms was
+ *    shut down since, forgets it (the memory is gone).
+ *  - Placement stays deterministic: the cache is a function of the thread's
+ *    own calls.
+ */
+#include <string.h>
+
+#include "swap/internal.h"
+
+#define TC_BIN 16     /* entries per class */
+#define TC_MIN_FIT 8  /* a class is cached when this many slots fit in the limit */
+
+typedef struct tc_bin {
+    uint32_t n;
+    uint32_t slot; /* the class's slot size */
+    struct {
+        size_t off;
+        alloc_flag_t *live;
+    } e[TC_BIN]; /* oldest first */
+} tc_bin_t;
+
+typedef struct tcache {
+    uint64_t epoch;      /* swap_epoch it was keyed under; 0: not keyed */
+    uint64_t generation; /* S->generation then */
+    lms_stream_t stream;
+    dev_addr_t base;
+    size_t va_size;
+    const alloc_t *alloc;
+    size_t bytes, limit;
+    int ncls, capcls; /* classes cached; bins allocated */
+    tc_bin_t bins[];
+} tcache_t;
+
+uint64_t swap_epoch = 1;
+static __thread tcache_t *T;
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+static bool exit_key_ok;
+
+static bool keyed_here(const tcache_t *t, lms_stream_t stream)
+{
+    return t != NULL && t->stream == stream &&
+           t->epoch == __atomic_load_n(&swap_epoch, __ATOMIC_ACQUIRE);
+}
+
+bool tc_malloc(void **ptr, size_t size, lms_stream_t stream)
+{
+    tcache_t *t = T;
+    if (!keyed_here(t, stream) || size == 0 || resid_window_open())
+        return false;
+    int cls = alloc_class_of(t->alloc, size);
+    if (cls < 0 || cls >= t->ncls || t->bins[cls].n == 0)
+        return false;
+    tc_bin_t *b = &t->bins[cls];
+    b->n--;
+    t->bytes -= b->slot;
+    alloc_uncache(b->e[b->n].live);
+    *ptr = (void *)(uintptr_t)(t->base + b->e[b->n].off);
+    return true;
+}
+
+bool tc_free(void *ptr, lms_stream_t stream)
+{
+    tcache_t *t = T;
+    if (!keyed_here(t, stream) || resid_window_open())
+        return false;
+    dev_addr_t a = (dev_addr_t)(uintptr_t)ptr;
+    size_t off = (size_t)(a - t->base);
+    if (a < t->base || off >= t->va_size)
+        return false;
+    int cls;
+    alloc_flag_t *live = alloc_live_small(t->alloc, off, t->ncls, &cls);
+    if (live == NULL)
+        return false;
+    tc_bin_t *b = &t->bins[cls];
+    if (b->n == TC_BIN || t->bytes + b->slot > t->limit)
+        return false; /* the locked path makes room */
+    alloc_cache(live);
+    b->e[b->n].off = off;
+    b->e[b->n++].live = live;
+    t->bytes += b->slot;
+    return true;
+}
+
+/* ---- locked -------------------------------------------------------------------- */
+
+/* Flushes the oldest n entries of a bin; false, with what could not go left
+ * in, when the host has no memory for the stream's pending list. */
+static bool flush_bin(tcache_t *t, tc_bin_t *b, uint32_t n)
+{
+    uint32_t done = 0;
+    while (done < n && swap_free_cached(t->stream, b->e[done].off, b->e[done].live) == LMS_OK)
+        done++;
+    memmove(b->e, b->e + done, (b->n - done) * sizeof b->e[0]);
+    b->n -= done;
+    t->bytes -= (size_t)done * b->slot;
+    return done == n;
+}
+
+static bool flush_all(tcache_t *t)
+{
+    bool ok = true;
+    if (t->epoch == 0)
+        return true;
+    if (S == NULL || t->generation != S->generation) { /* lms was shut down since */
+        for (int c = 0; c < t->ncls; c++)
+            t->bins[c].n = 0;
+        t->bytes = 0;
+        t->epoch = 0;
+        return true;
+    }
+    for (int c = 0; c < t->ncls; c++)
+        ok = flush_bin(t, &t->bins[c], t->bins[c].n) && ok;
+    return ok;
+}
+
+static void thread_exit(void *p)
+{
+    tcache_t *t = p;
+    pthread_mutex_lock(&swap_lock);
+    (void)flush_all(t); /* what cannot go (no host memory) stays taken */
+    pthread_mutex_unlock(&swap_lock);
+    T = NULL;
+    base_meta_free(t);
+}
+
+static void make_exit_key(void) { exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0; }
+
+/* The calling thread's cache, with bins for ncls classes; NULL when the host
+ * has no memory (lms then works without one). */
+static tcache_t *cache_for(int ncls)
+{
+    tcache_t *t = T;
+    if (t != NULL && t->capcls >= ncls)
+        return t;
+    pthread_once(&exit_once, make_exit_key);
+    if (!exit_key_ok)
+        return NULL;
+    tcache_t *n = base_meta_calloc(1, sizeof *n + (size_t)ncls * sizeof n->bins[0]);
+    if (n == NULL)
+        return NULL;
+    if (t != NULL) { /* empty: the caller flushed it */
+        memcpy(n, t, sizeof *t);
+        base_meta_free(t);
+    }
+    n->capcls = ncls;
+    T = n;
+    (void)pthread_setspecific(exit_key, n);
+    return n;
+}
+
+void tc_key(lms_stream_t stream)
+{
+    tcache_t *t = T;
+    if (keyed_here(t, stream))
+        return;
+    if (t != NULL && !flush_all(t))
+        return; /* still keyed to its old stream, with what could not be flushed */
+    size_t limit = S->cfg.thread_cache;
+    int ncls = 0;
+    while (ncls < ALLOC_MAX_CLASSES && alloc_class_size(S->alloc, ncls) * TC_MIN_FIT <= limit &&
+           alloc_class_of(S->alloc, alloc_class_size(S->alloc, ncls)) == ncls) /* small */
+        ncls++;
+    if (ncls == 0 || (t = cache_for(ncls)) == NULL) {
+        if (t != NULL)
+            t->epoch = 0;
+        return;
+    }
+    t->epoch = __atomic_load_n(&swap_epoch, __ATOMIC_RELAXED);
+    t->generation = S->generation;
+    t->stream = stream;
+    t->base = S->base;
+    t->va_size = S->va_size;
+    t->alloc = S->alloc;
+    t->limit = limit;
+    t->ncls = ncls;
+    for (int c = 0; c < ncls; c++)
+        t->bins[c].slot = (uint32_t)alloc_class_size(S->alloc, c);
+}
+
+void tc_make_room(const void *ptr)
+{
+    tcache_t *t = T;
+    if (t == NULL || t->epoch == 0)
+        return;
+    size_t off = (size_t)((dev_addr_t)(uintptr_t)ptr - t->base);
+    size_t b, size;
+    if (alloc_find(S->alloc, off, &b, &size) != LMS_OK || b != off)
+        return;
+    int cls = alloc_class_at(S->alloc, off);
+    if (cls < 0 || cls >= t->ncls)
+        return;
+    tc_bin_t *bin = &t->bins[cls];
+    if (bin->n == TC_BIN)
+        (void)flush_bin(t, bin, TC_BIN / 2);
+    if (t->bytes + bin->slot > t->limit)
+        (void)flush_all(t);
+}
+
+void tc_flush(void)
+{
+    if (T != NULL)
+        (void)flush_all(T);
+}
+
+void tc_invalidate(void)
+{
+    __atomic_add_fetch(&swap_epoch, 1, __ATOMIC_RELEASE);
+    if (S == NULL && T != NULL) /* shut down: nothing to flush to */
+        (void)flush_all(T);
+}
