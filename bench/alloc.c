@@ -226,13 +226,14 @@ static void *track_malloc(tracker_t *t, size_t size)
     void *p;
     if (lms_malloc(&p, size, NULL) != LMS_OK)
         die("fragmentation workload: lms_malloc");
-    size_t free_b, total;
-    lms_memory_info(&free_b, &total);
+    lms_stats_t st;
+    if (lms_stats(&st) != LMS_OK)
+        die("fragmentation workload: lms_stats");
     t->live_requested += size;
     if (t->live_requested > t->peak_requested)
         t->peak_requested = t->live_requested;
-    if (total - free_b > t->peak_used)
-        t->peak_used = total - free_b;
+    if (st.allocated_bytes > t->peak_used) /* the chunks allocations occupy */
+        t->peak_used = st.allocated_bytes;
     return p;
 }
 
