@@ -171,7 +171,8 @@ static tcache_t *cache_for(int ncls)
     pthread_once(&exit_once, make_exit_key);
     if (!exit_key_ok)
         return NULL;
-    tcache_t *n = base_meta_calloc(1, sizeof *n + (size_t)ncls * sizeof n->bins[0]);
+    /* on cache lines of its own: other threads' caches are written as often */
+    tcache_t *n = base_meta_calloc_aligned(sizeof *n + (size_t)ncls * sizeof n->bins[0], 64);
     if (n == NULL)
         return NULL;
     if (t != NULL) { /* empty: the caller flushed it */
