@@ -123,6 +123,8 @@ lms_status_t dev_fault_set(dev_device_t *dev, const dev_fault_plan_t *plan)
         return base_fail(LMS_ERR_INVALID, "dev_fault_set: bad op or probability");
     if (plan->op == DEV_OP_COUNT && plan->first != 0)
         return base_fail(LMS_ERR_INVALID, "dev_fault_set: \"every op\" needs a probability");
+    if (plan->also >> DEV_OP_COUNT != 0 || (plan->also != 0 && plan->probability == 0))
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: `also` names ops, and needs a probability");
     if (plan->status != LMS_OK && plan->status < LMS_ERR_INVALID)
         return base_fail(LMS_ERR_INVALID, "dev_fault_set: status must be a failure");
     dev_fault_layer_set(dev->fault, plan);

@@ -231,14 +231,15 @@ void dev_live(dev_device_t *dev, dev_live_t *out);
 
 /* Fail calls first .. first+count-1 (1-based, counted per op since the plan
  * was set) of op; or, when probability > 0, each call of op (every op if
- * op == DEV_OP_COUNT) with that probability, drawn from seed. A failing call
- * returns status and does nothing. A plan with first == 0 and probability == 0
- * injects nothing. */
+ * op == DEV_OP_COUNT) and of the ops in `also` with that probability, drawn
+ * from seed. A failing call returns status and does nothing. A plan with
+ * first == 0 and probability == 0 injects nothing. */
 typedef struct dev_fault_plan {
     dev_op_t op;
     uint64_t first;
     uint64_t count;
     double probability;
+    uint64_t also; /* with a probability: more ops, bit 1 << op each */
     uint64_t seed;
     lms_status_t status; /* 0 means LMS_ERR_DEVICE */
 } dev_fault_plan_t;

@@ -41,7 +41,7 @@ static lms_status_t fault_point(struct dev_fault *f, dev_op_t op)
     uint64_t n = ++f->calls[op];
     const dev_fault_plan_t *p = &f->plan;
     bool fail = false;
-    if (p->probability > 0 && (p->op == op || p->op == DEV_OP_COUNT))
+    if (p->probability > 0 && (p->op == op || p->op == DEV_OP_COUNT || (p->also >> op & 1)))
         fail = (double)(next_random(&f->rng) >> 11) * 0x1p-53 < p->probability;
     else if (p->first != 0 && p->op == op)
         fail = n >= p->first && n - p->first < p->count;

@@ -196,6 +196,33 @@ Test(fault, plans_need_a_fault_layer_and_sane_values)
     TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, &plan)); /* never fires */
     plan = (dev_fault_plan_t){.op = DEV_OP_map, .first = 1, .count = 1, .status = LMS_NOT_READY};
     TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, &plan));
+    plan = (dev_fault_plan_t){.op = DEV_OP_map, .first = 1, .count = 1,
+                              .also = 1ull << DEV_OP_unmap}; /* `also` needs a probability */
+    TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, &plan));
+    plan = (dev_fault_plan_t){.op = DEV_OP_map, .probability = 1, .also = 1ull << DEV_OP_COUNT};
+    TEST_FAILS(LMS_ERR_INVALID, dev_fault_set(sc.dev, &plan));
+    dev_close(sc.dev);
+}
+
+Test(fault, also_fails_the_ops_it_names_and_no_other)
+{
+    scenario_t sc = {open_faulty()};
+    dev_fault_plan_t plan = {.op = DEV_OP_event_record, .probability = 1,
+                             .also = 1ull << DEV_OP_stream_synchronize};
+    TEST_OK(dev_fault_set(sc.dev, &plan));
+    dev_stream_t *s;
+    dev_event_t *e;
+    TEST_OK(dev_stream_create(sc.dev, DEV_PRIORITY_NORMAL, &s));
+    TEST_OK(dev_event_create(sc.dev, &e));
+    TEST_FAILS(INJECTED, dev_event_record(sc.dev, e, s));
+    TEST_FAILS(INJECTED, dev_stream_synchronize(sc.dev, s));
+    cr_assert_eq(dev_fault_injected(sc.dev), 2);
+    plan = (dev_fault_plan_t){0};
+    TEST_OK(dev_fault_set(sc.dev, &plan));
+    TEST_OK(dev_event_record(sc.dev, e, s));
+    TEST_OK(dev_stream_synchronize(sc.dev, s));
+    TEST_OK(dev_event_destroy(sc.dev, e));
+    TEST_OK(dev_stream_destroy(sc.dev, s));
     dev_close(sc.dev);
 }
 
