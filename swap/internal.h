@@ -61,6 +61,8 @@ typedef struct xfer {
     struct xfer *next; /* in its direction's list, oldest first */
     size_t first, n;   /* the chunks it covers */
     bool d2h;
+    bool fenced;       /* its event is recorded after the copy (Note [Unfenced copies]) */
+    bool done;         /* known to have finished without its event: a synchronize */
 } xfer_t;
 
 typedef struct chunk {

@@ -197,6 +197,10 @@ lms_status_t swap_sync_released(void)
     if (st != LMS_OK)
         return st;
     swap_wait_unlocked(S->sync_event);
+    if ((st = dev_event_query(S->dev, S->sync_event)) != LMS_OK) /* the wait failed */
+        return st == LMS_NOT_READY ? base_fail(LMS_ERR_DEVICE, "lms: the default stream could "
+                                               "not be waited for: %s", lms_last_error())
+                                   : st;
     if (S->released_synced < upto)
         S->released_synced = upto;
     return LMS_OK;

@@ -28,6 +28,21 @@
  * makes the d2h stream wait for it, so the copy and the unmap come after the
  * work. Holds are counted per chunk; a thread's open window lists its chunks.
  *
+ * Note [Unfenced copies]
+ * A copy's tracking (xfer_new: its record and event) is made before the copy
+ * is queued, so that a queued copy is always tracked. Its event is recorded
+ * right after the copy (xfer_start); if that record fails, the copy still
+ * runs, and its chunks must stay as they are (FETCHING or EVICTING, host copy
+ * kept) until it is known to have ended. So the xfer stays in flight,
+ * unfenced: the next look at it records the event then (a stream is FIFO:
+ * an event recorded later also follows the copy), and one that must wait for
+ * it synchronizes the copy stream if recording fails again, which settles
+ * every copy on that stream. Until one of those succeeds, callers that need
+ * the chunks fail with the device's error rather than use them. Likewise a
+ * copy whose event fails to answer a query stays in flight, and a wait for
+ * it returns the failure: lms never takes "failed" for "finished", so a
+ * broken device makes calls fail rather than free memory a copy may use.
+ *
  * Note [Swap exchange]
  * Allocations may fill the device and the host pool at once (less the reclaim
  * watermark), so an access can find that evicting a dirty chunk for a block
@@ -272,19 +287,37 @@ static lms_status_t take_block(dev_block_t *out)
 
 /* ---- copies in flight ------------------------------------------------------- */
 
-static lms_status_t new_xfer(size_t first, size_t n, bool d2h, dev_stream_t *on, xfer_t **out)
+/* A copy's record and event, before the copy is queued (Note [Unfenced
+ * copies]); xfer_start tracks it once the copy is queued, xfer_discard drops
+ * it if none was. */
+static lms_status_t xfer_new(xfer_t **out)
 {
-    xfer_t *x = base_meta_alloc(sizeof *x);
+    xfer_t *x = base_meta_calloc(1, sizeof *x);
     if (x == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: no host memory for metadata");
     lms_status_t st = swap_event(&x->event);
-    if (st == LMS_OK && (st = dev_event_record(S->dev, x->event, on)) != LMS_OK)
-        swap_recycle_event(x->event);
     if (st != LMS_OK) {
         base_meta_free(x);
         return st;
     }
-    x->next = NULL;
+    *out = x;
+    return LMS_OK;
+}
+
+static void xfer_discard(xfer_t *x)
+{
+    if (x == NULL)
+        return;
+    swap_recycle_event(x->event);
+    base_meta_free(x);
+}
+
+static dev_stream_t *xfer_stream(const xfer_t *x) { return x->d2h ? S->d2h : S->h2d; }
+
+/* x is the copy (or, d2h, the clean drop) of the chunks [first, first + n)
+ * just queued on its direction's stream: in flight from now on. */
+static void xfer_start(xfer_t *x, size_t first, size_t n, bool d2h)
+{
     x->first = first;
     x->n = n;
     x->d2h = d2h;
@@ -294,7 +327,26 @@ static lms_status_t new_xfer(size_t first, size_t n, bool d2h, dev_stream_t *on,
     else
         S->xfers[dir] = x;
     S->xfers_tail[dir] = x;
-    *out = x;
+    x->fenced = dev_event_record(S->dev, x->event, xfer_stream(x)) == LMS_OK;
+    if (!x->fenced)
+        base_log(BASE_LOG_DEBUG, "lms: a copy's event is recorded later: %s", lms_last_error());
+}
+
+/* Makes sure x can be waited for: its event recorded after it, or, with
+ * may_sync, its stream synchronized (then every copy on it is done). */
+static lms_status_t fence_xfer(xfer_t *x, bool may_sync)
+{
+    if (x->fenced || x->done)
+        return LMS_OK;
+    lms_status_t st = dev_event_record(S->dev, x->event, xfer_stream(x));
+    if (st == LMS_OK) {
+        x->fenced = true;
+        return LMS_OK;
+    }
+    if (!may_sync || (st = dev_stream_synchronize(S->dev, xfer_stream(x))) != LMS_OK)
+        return st;
+    for (xfer_t *y = S->xfers[x->d2h]; y != NULL; y = y->next)
+        y->done = true;
     return LMS_OK;
 }
 
@@ -348,34 +400,61 @@ static void complete(xfer_t *x)
     base_meta_free(x);
 }
 
-/* Settles the copies that have finished. */
-static void progress(void)
+/* Whether a copy queued after x on its stream has ended, and so x too (the
+ * stream is FIFO); then x and those between are done. */
+static bool later_ended(xfer_t *x)
 {
+    for (xfer_t *y = x->next; y != NULL; y = y->next)
+        if (y->done || (y->fenced && dev_event_query(S->dev, y->event) == LMS_OK)) {
+            for (xfer_t *z = x; z != y; z = z->next)
+                z->done = true;
+            return true;
+        }
+    return false;
+}
+
+/* Settles the copies that have finished. A copy whose event fails to say
+ * stays in flight: its chunks are kept as they are, and the failure is
+ * returned (the first one). */
+static lms_status_t progress(void)
+{
+    lms_status_t failed = LMS_OK;
     for (int dir = 0; dir < 2; dir++)
         while (S->xfers[dir] != NULL) {
             xfer_t *x = S->xfers[dir];
-            lms_status_t st = dev_event_query(S->dev, x->event);
-            if (st == LMS_NOT_READY)
+            if (fence_xfer(x, false) != LMS_OK && !later_ended(x))
+                break; /* cannot tell yet whether it has ended */
+            lms_status_t st = x->done ? LMS_OK : dev_event_query(S->dev, x->event);
+            if (st != LMS_OK) {
+                if (st != LMS_NOT_READY && failed == LMS_OK)
+                    failed = st;
                 break;
-            if (st != LMS_OK) /* the device failed; nothing will run any more */
-                base_log(BASE_LOG_ERROR, "lms: a copy failed: %s", lms_last_error());
+            }
             S->xfers[dir] = x->next;
             if (S->xfers[dir] == NULL)
                 S->xfers_tail[dir] = NULL;
             complete(x);
         }
+    return failed;
 }
 
-/* Waits, lock dropped, for the oldest copy in flight (d2h first); false if
- * there is none. */
-static bool wait_oldest(void)
+/* Waits, lock dropped, for x to end, and settles what has; fails when x's
+ * end cannot be known (Note [Unfenced copies]). */
+static lms_status_t wait_xfer(xfer_t *x)
+{
+    lms_status_t st = fence_xfer(x, true);
+    if (st != LMS_OK)
+        return st;
+    if (!x->done)
+        swap_wait_unlocked(x->event);
+    return progress();
+}
+
+/* wait_xfer on the oldest copy in flight (d2h first); LMS_OK if none. */
+static lms_status_t wait_oldest(void)
 {
     xfer_t *x = S->xfers[1] != NULL ? S->xfers[1] : S->xfers[0];
-    if (x == NULL)
-        return false;
-    swap_wait_unlocked(x->event);
-    progress();
-    return true;
+    return x != NULL ? wait_xfer(x) : LMS_OK;
 }
 
 /* ---- eviction ---------------------------------------------------------------- */
@@ -405,7 +484,8 @@ static lms_status_t after_last_use(uint64_t mask)
 
 /* Starts evicting the run [first, first + *n) of evictable chunks, all
  * clean or all dirty; when the host pool has slots for only some of a dirty
- * run, the first of them (*n says how many). On failure nothing changed. */
+ * run, or a copy fails after others were queued, the first of them (*n says
+ * how many). On failure nothing changed. */
 static lms_status_t evict_run(size_t first, size_t *np)
 {
     size_t n = *np;
@@ -413,35 +493,39 @@ static lms_status_t evict_run(size_t first, size_t *np)
     uint64_t mask = 0;
     for (size_t c = first; c < first + n; c++)
         mask |= S->ch[c].streams;
+    xfer_t *x = NULL;
     lms_status_t st = after_last_use(mask);
+    if (st == LMS_OK)
+        st = xfer_new(&x);
     size_t slots = 0;
     while (st == LMS_OK && !clean && slots < n)
         if ((st = host_slot(&S->ch[first + slots].host)) == LMS_OK)
             slots++;
     if (st == LMS_ERR_OUT_OF_MEMORY && slots > 0) /* the pool is full: evict what fits */
-        n = *np = slots, st = LMS_OK;
+        n = slots, st = LMS_OK;
     /* one copy per run of adjacent host copies */
+    size_t copied = 0;
     for (size_t c = first; st == LMS_OK && !clean && c < first + n;) {
         size_t k = host_run(c, first + n - c);
-        st = dev_copy_d2h(S->dev, S->d2h, S->ch[c].host, chunk_addr(c), k * S->chunk);
+        if ((st = dev_copy_d2h(S->dev, S->d2h, S->ch[c].host, chunk_addr(c), k * S->chunk)) == LMS_OK)
+            copied += k;
         c += k;
     }
-    xfer_t *x = NULL;
-    if (st == LMS_OK)
-        st = new_xfer(first, n, true, S->d2h, &x);
-    if (st != LMS_OK) {
-        /* copies queued so far must end before their extents go back */
-        if (!clean && dev_stream_synchronize(S->dev, S->d2h) != LMS_OK) {
-            base_log(BASE_LOG_ERROR, "lms: host extents are lost: %s", lms_last_error());
-            slots = 0; /* they may still be written: leaked on purpose */
-        }
-        for (size_t c = first; c < first + slots; c++)
-            if (S->ch[c].host != NULL)
-                hostpool_free(S->host, S->ch[c].host);
-        for (size_t c = first; !clean && c < first + n; c++)
+    if (!clean) { /* the slots no copy reads go back: a failed copy evicts the rest */
+        for (size_t c = first + copied; c < first + slots; c++)
+            hostpool_free(S->host, S->ch[c].host);
+        for (size_t c = first + copied; c < first + *np; c++)
             S->ch[c].host = NULL;
+        n = copied;
+    }
+    if (st != LMS_OK && (clean || n == 0)) {
+        xfer_discard(x);
         return st;
     }
+    if (st != LMS_OK)
+        base_log(BASE_LOG_DEBUG, "lms: %zu of %zu chunks evicted: %s", n, *np, lms_last_error());
+    *np = n;
+    xfer_start(x, first, n, true);
     for (size_t c = first; c < first + n; c++) {
         chunk_t *k = &S->ch[c];
         lru_remove(c);
@@ -506,7 +590,7 @@ static void *reclaim_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&swap_lock);
     while (!S->stop) {
-        progress();
+        (void)progress();
         size_t have = free_blocks() + S->evicting;
         if (have < S->low) {
             lms_status_t st;
@@ -519,10 +603,8 @@ static void *reclaim_main(void *arg)
         size_t headroom = 2 * S->high * S->chunk;
         if (hu.registered < hu.limit && hu.registered - hu.allocated < headroom)
             (void)hostpool_reserve(S->host, headroom);
-        if (S->evicting > 0 && S->xfers[1] != NULL) {
-            wait_oldest();
+        if (S->evicting > 0 && S->xfers[1] != NULL && wait_oldest() == LMS_OK)
             continue;
-        }
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 50 * 1000 * 1000;
@@ -698,14 +780,21 @@ static void unmap_unused(size_t c, uint8_t was)
     lru_touch(c);
     lms_status_t st = dev_set_access(S->dev, chunk_addr(c), S->chunk);
     xfer_t *x = NULL;
-    if (st == LMS_OK && was == HOST &&
-        (st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(c), k->host, S->chunk)) == LMS_OK &&
-        (st = new_xfer(c, 1, false, S->h2d, &x)) == LMS_OK) {
+    if (st == LMS_OK && was == HOST && (st = xfer_new(&x)) == LMS_OK &&
+        (st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(c), k->host, S->chunk)) != LMS_OK)
+        xfer_discard(x);
+    if (st == LMS_OK && was == HOST) {
+        xfer_start(x, c, 1, false);
         k->state = FETCHING;
         k->xfer = x;
         S->stats.fetches++;
         S->stats.bytes_h2d += S->chunk;
     }
+    /* Known gap: if set_access failed here too, the chunk stays mapped
+     * without access, and an eviction's copy or a kernel faults on it. On a
+     * GPU three failures in a row mean a dead context; the fault layer's
+     * random failures can make them (tests/swap/test_swap.c spares
+     * set_access in its every-op test for this reason). */
     if (st != LMS_OK)
         base_log(BASE_LOG_ERROR, "lms: the chunk at 0x%llx could neither be unmapped (%s) nor "
                  "restored: %s", (unsigned long long)chunk_addr(c), why, lms_last_error());
@@ -777,7 +866,7 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
     lms_status_t st = LMS_OK;
     *partial = 0;
     for (int syncs = 0, tries = 0;;) {
-        progress();
+        (void)progress();
         size_t need = blocks_needed(u, n), have = unmapped_blocks();
         if (need <= have)
             break;
@@ -801,7 +890,8 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
         /* a copy in flight frees a block, or leaves a chunk evictable (a
          * fetched one, or one touched while it was being evicted) */
         if (started > 0 || S->xfers[0] != NULL || S->xfers[1] != NULL) {
-            wait_oldest();
+            if ((st = wait_oldest()) != LMS_OK)
+                break;
             continue;
         }
         size_t on_host = 0;
@@ -891,6 +981,7 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial)
     }
     /* copy in, a run of chunks with consecutive host copies at a time */
     size_t first_fetch = SIZE_MAX, last_fetch = 0;
+    xfer_t *x = NULL;
     for (size_t i = 0; i < n && st == LMS_OK;) {
         chunk_t *k = &S->ch[u[i]];
         if (!(k->acc & 4) || k->state != HOST || !(k->acc & NEED_DATA)) {
@@ -901,6 +992,8 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial)
         while (j < n && u[j] == u[j - 1] + 1 && (S->ch[u[j]].acc & 4) && S->ch[u[j]].state == HOST &&
                (S->ch[u[j]].acc & NEED_DATA) && S->ch[u[j]].host == S->ch[u[j - 1]].host + S->chunk)
             j++;
+        if (x == NULL && (st = xfer_new(&x)) != LMS_OK)
+            break;
         st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(u[i]), S->ch[u[i]].host, (j - i) * S->chunk);
         if (st == LMS_OK) {
             for (size_t m = i; m < j; m++)
@@ -910,21 +1003,19 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial)
         }
         i = j;
     }
-    xfer_t *x = NULL;
-    if (first_fetch != SIZE_MAX) {
-        lms_status_t xs = new_xfer(first_fetch, last_fetch + 1 - first_fetch, false, S->h2d, &x);
-        if (xs != LMS_OK && dev_stream_synchronize(S->dev, S->h2d) != LMS_OK)
-            st = xs; /* cannot tell when the copies end: the fetched chunks stay unused */
-    }
+    if (first_fetch != SIZE_MAX)
+        xfer_start(x, first_fetch, last_fetch + 1 - first_fetch, false);
+    else
+        xfer_discard(x);
     for (size_t i = 0; i < n; i++) {
         size_t c = u[i];
         chunk_t *k = &S->ch[c];
         if (!(k->acc & 4))
             continue;
         if (k->acc & 8) {
-            k->state = x != NULL ? FETCHING : RESIDENT;
+            k->state = FETCHING;
             k->xfer = x;
-            k->clean = x == NULL;
+            k->clean = false;
             S->stats.fetches++;
             S->stats.bytes_h2d += S->chunk;
         } else if (k->state == HOST && (st != LMS_OK || (k->acc & NEED_DATA))) {
@@ -1038,7 +1129,8 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
         chunk_t *k = &S->ch[u[i]];
         xfer_t *x = k->xfer;
         if (x != NULL && (!x->d2h || (k->acc & WRITES)) && x != waited) {
-            if ((st = dev_stream_wait_event(S->dev, on, x->event)) != LMS_OK) {
+            if ((st = fence_xfer(x, true)) != LMS_OK ||
+                (!x->done && (st = dev_stream_wait_event(S->dev, on, x->event)) != LMS_OK)) {
                 undo_overwrites(u, nu);
                 return st; /* the copies go on; a retry waits for them */
             }
@@ -1072,8 +1164,12 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
             i++;
             continue;
         }
-        swap_wait_unlocked(x->event);
-        progress();
+        if ((st = wait_xfer(x)) != LMS_OK) { /* its end cannot be known: not pinned */
+            for (size_t j = 0; j < nu; j++)
+                if (--S->ch[u[j]].pins == 0)
+                    S->pinned--;
+            return st;
+        }
         i = 0;
     }
     if (free_blocks() + S->evicting < S->low)
