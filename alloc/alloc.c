@@ -89,6 +89,7 @@ struct alloc {
     slab_t **slab_blocks; /* nchunks / SLAB_BLOCK + 1, allocated as needed */
     size_t nslabs;        /* records ever made */
     uintptr_t *fast;      /* per chunk; see Note [Lock-free slots] */
+    size_t flag_stride; /* flag_pos: chunk_size / ALIGN / 64, or 0 (slot order) */
     uint32_t free_slab; /* a free slab record (its `next` links the rest), NONE if none */
     size_class_t classes[MAX_CLASSES];
     int nclasses;
@@ -229,14 +230,22 @@ static slab_t *slab_at(const alloc_t *a, uint32_t i)
 
 static uintptr_t fast_word(const slab_t *s) { return (uintptr_t)s->live | s->cls; }
 
-static uint8_t flag(const uint8_t *live, size_t slot)
+/* Where slot's live flag is: neighbouring slots' flags on different cache
+ * lines, since neighbouring slots often go to different threads, whose
+ * caches write their flags without the lock. */
+static size_t flag_pos(const alloc_t *a, size_t slot)
 {
-    return __atomic_load_n(&live[slot], __ATOMIC_RELAXED);
+    return a->flag_stride ? slot % 64 * a->flag_stride + slot / 64 : slot;
 }
 
-static void set_flag(uint8_t *live, size_t slot, uint8_t v)
+static uint8_t flag(const alloc_t *a, const uint8_t *live, size_t slot)
 {
-    __atomic_store_n(&live[slot], v, __ATOMIC_RELAXED);
+    return __atomic_load_n(&live[flag_pos(a, slot)], __ATOMIC_RELAXED);
+}
+
+static void set_flag(const alloc_t *a, uint8_t *live, size_t slot, uint8_t v)
+{
+    __atomic_store_n(&live[flag_pos(a, slot)], v, __ATOMIC_RELAXED);
 }
 
 static void partial_push(alloc_t *a, slab_t *s)
@@ -305,7 +314,7 @@ static lms_status_t slab_new(alloc_t *a, int cls, slab_t **out, alloc_chunks_t *
     *s = (slab_t){.self = s->self, .chunk = (uint32_t)chunk, .cls = (uint32_t)cls,
                   .used_bits = bits, .live = s->live};
     for (size_t i = 0; i < a->classes[cls].slots; i++)
-        set_flag(s->live, i, 0);
+        set_flag(a, s->live, i, 0);
     a->chunks[chunk] = (chunk_t){.kind = CHUNK_SLAB, .link = s->self};
     __atomic_store_n(&a->fast[chunk], fast_word(s), __ATOMIC_RELEASE);
     a->classes[cls].nslabs++;
@@ -340,7 +349,7 @@ static size_t slab_take(alloc_t *a, slab_t *s)
     size_t slot = (size_t)w * 64 + (size_t)__builtin_ctzll(~s->used_bits[w]);
     s->hint = w;
     set_bit(s->used_bits, slot);
-    set_flag(s->live, slot, 1);
+    set_flag(a, s->live, slot, 1);
     if (++s->used == slots)
         partial_remove(a, s);
     return slot;
@@ -419,7 +428,7 @@ lms_status_t alloc_find(const alloc_t *a, size_t offset, size_t *base, size_t *s
         slab_t *s = slab_at(a, c->link);
         size_t slot_size = a->classes[s->cls].slot_size;
         size_t slot = (offset & (a->chunk_size - 1)) / slot_size;
-        if (slot < a->classes[s->cls].slots && flag(s->live, slot)) {
+        if (slot < a->classes[s->cls].slots && flag(a, s->live, slot)) {
             *base = (ci << a->chunk_shift) + slot * slot_size;
             *size = slot_size;
             return LMS_OK;
@@ -448,9 +457,9 @@ lms_status_t alloc_mark_freed(alloc_t *a, size_t base, size_t *size)
     } else if (c != NULL && c->kind == CHUNK_SLAB) {
         slab_t *s;
         size_t slot;
-        if (!slab_slot(a, base, &s, &slot) || !flag(s->live, slot))
+        if (!slab_slot(a, base, &s, &slot) || !flag(a, s->live, slot))
             goto invalid;
-        set_flag(s->live, slot, 0);
+        set_flag(a, s->live, slot, 0);
         *size = a->classes[s->cls].slot_size;
     } else {
         goto invalid;
@@ -479,7 +488,7 @@ void alloc_revive(alloc_t *a, size_t base, size_t request)
         slab_t *s;
         size_t slot;
         slab_slot(a, base, &s, &slot);
-        set_flag(s->live, slot, 1);
+        set_flag(a, s->live, slot, 1);
         size = a->classes[s->cls].slot_size;
     }
     a->usage.live_bytes += size;
@@ -507,8 +516,8 @@ alloc_flag_t *alloc_live_small(const alloc_t *a, size_t base, int ncls, int *cls
     uint32_t slot = (uint32_t)(((__uint128_t)within * k->recip) >> 64);
     if (slot >= k->slots || slot * k->slot_size != within)
         return NULL;
-    uint8_t *f = (uint8_t *)(w & ~(uintptr_t)(FLAGS_ALIGN - 1)) + slot;
-    if (!flag(f, 0))
+    uint8_t *f = (uint8_t *)(w & ~(uintptr_t)(FLAGS_ALIGN - 1)) + flag_pos(a, slot);
+    if (!__atomic_load_n(f, __ATOMIC_RELAXED))
         return NULL;
     *cls = c;
     return f;
@@ -598,6 +607,7 @@ lms_status_t alloc_create(const alloc_config_t *cfg, alloc_t **out)
     a->chunk_shift = (unsigned)__builtin_ctzll(cs);
     a->nchunks = cfg->nchunks;
     a->large_threshold = cfg->large_threshold ? cfg->large_threshold : cs / 2;
+    a->flag_stride = cs / ALIGN >= 64 ? cs / ALIGN / 64 : 0;
     a->free_slab = NONE;
     a->chunks = base_meta_calloc(a->nchunks, sizeof *a->chunks);
     a->runs = base_meta_calloc(a->nchunks / 2 + 1, sizeof *a->runs); /* the most runs possible */

@@ -346,3 +346,33 @@ Test(alloc, a_cached_slot_is_no_allocation_but_stays_taken)
     alloc_release(a, s, &freed);
     cr_assert_eq(place(1000), s, "the lowest free slot is taken first");
 }
+
+Test(alloc, every_slot_of_a_slab_has_a_flag_of_its_own)
+{
+    size_t chunks[] = {4096, 16384, 64 * 1024, CHUNK};
+    for (size_t k = 0; k < sizeof chunks / sizeof *chunks; k++) {
+        alloc_t *b;
+        alloc_config_t cfg = {.chunk_size = chunks[k], .nchunks = 4};
+        TEST_OK(alloc_create(&cfg, &b));
+        size_t n = chunks[k] / 256, off, size;
+        alloc_flag_t **f = calloc(n, sizeof *f);
+        alloc_chunks_t used;
+        for (size_t i = 0; i < n; i++) {
+            TEST_OK(alloc_place(b, 256, &off, &used));
+            cr_assert_eq(off, i * 256, "one slab, slots in order");
+            int cls;
+            f[i] = alloc_live_small(b, off, ALLOC_MAX_CLASSES, &cls);
+            cr_assert_not_null(f[i]);
+            for (size_t j = 0; j < i; j++)
+                cr_assert_neq(f[i], f[j], "chunk %zu: slots %zu and %zu share a flag", chunks[k], i, j);
+        }
+        for (size_t i = 0; i < n; i += 7) { /* caching one slot changes only it */
+            alloc_cache(f[i]);
+            for (size_t j = 0; j < n; j++)
+                cr_assert_eq(alloc_find(b, j * 256, &off, &size) == LMS_OK, j != i);
+            alloc_uncache(f[i]);
+        }
+        free(f);
+        alloc_destroy(b);
+    }
+}
