@@ -457,9 +457,10 @@ lms_status_t alloc_mark_freed(alloc_t *a, size_t base, size_t *size)
     } else if (c != NULL && c->kind == CHUNK_SLAB) {
         slab_t *s;
         size_t slot;
-        if (!slab_slot(a, base, &s, &slot) || !flag(a, s->live, slot))
+        /* an exchange: a thread cache may free it at once (alloc_cache) */
+        if (!slab_slot(a, base, &s, &slot) ||
+            __atomic_exchange_n(&s->live[flag_pos(a, slot)], 0, __ATOMIC_RELAXED) != 1)
             goto invalid;
-        set_flag(a, s->live, slot, 0);
         *size = a->classes[s->cls].slot_size;
     } else {
         goto invalid;

@@ -112,9 +112,11 @@ typedef uint8_t alloc_flag_t;
  * base is). The flag stays the slot's while the slot is taken. */
 alloc_flag_t *alloc_live_small(const alloc_t *a, size_t base, int ncls, int *cls);
 
-/* Lock-free. Makes the live allocation whose flag is f cached; and a cached
- * one live again, for its thread cache's reuse. */
-static inline void alloc_cache(alloc_flag_t *f) { __atomic_store_n(f, 0, __ATOMIC_RELAXED); }
+/* Lock-free. Makes the live allocation whose flag is f cached; false, changing
+ * nothing, if it was not live (another thread freed it meanwhile: an exchange,
+ * so that of two frees at once one fails). And makes a cached one live again,
+ * for its thread cache's reuse. */
+static inline bool alloc_cache(alloc_flag_t *f) { return __atomic_exchange_n(f, 0, __ATOMIC_RELAXED) == 1; }
 static inline void alloc_uncache(alloc_flag_t *f) { __atomic_store_n(f, 1, __ATOMIC_RELAXED); }
 
 /* Turns the cached allocation at base into a freed one; returns its size. */

@@ -54,7 +54,8 @@ typedef struct lms_stream *lms_stream_t;
 LMS_API lms_status_t lms_init(void);
 
 /* Releases everything lms holds — every allocation still live included — and
- * closes the device. A later call of any function initializes lms again. */
+ * closes the device. A later call of any function initializes lms again. No
+ * other lms call may run in another thread meanwhile. */
 LMS_API lms_status_t lms_shutdown(void);
 
 /* Allocates size bytes of device memory, aligned to 256 bytes, and stores its
@@ -74,8 +75,9 @@ LMS_API lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream);
  * allocation that finds no room otherwise may wait for that work.
  * A small free first goes to the calling thread's cache (LMS_THREAD_CACHE),
  * whose memory only that thread's allocations on `stream` reuse, without a
- * lock; it goes back to `stream` when the thread calls lms on another stream,
- * exits, or finds no room to allocate.
+ * lock; it goes back to `stream` when the thread calls lms_malloc or lms_free
+ * on another stream, exits, or finds no room to allocate (or, at its next
+ * call, when another thread found no room).
  * NULL is a no-op. A pointer lms did not hand out, an interior pointer or a
  * second free is LMS_ERR_INVALID and changes nothing. */
 LMS_API lms_status_t lms_free(void *ptr, lms_stream_t stream);

@@ -154,7 +154,7 @@ HIDDEN extern uint64_t swap_epoch; /* atomic */
 HIDDEN bool tc_malloc(void **ptr, size_t size, lms_stream_t stream);
 HIDDEN bool tc_free(void *ptr, lms_stream_t stream);
 HIDDEN void tc_key(lms_stream_t stream);    /* the calling thread's cache, for stream */
-HIDDEN void tc_make_room(const void *ptr);  /* in its cache, for the free of ptr */
+HIDDEN bool tc_free_locked(void *ptr, lms_stream_t stream); /* tc_free, keying and making room */
 HIDDEN void tc_flush(void);                 /* the calling thread's cache */
 HIDDEN void tc_invalidate(void);            /* every cache: lms shut down or a stream gone */
 

@@ -334,6 +334,7 @@ static void destroy_state(void)
 {
     if (S == NULL)
         return;
+    tc_invalidate(); /* before anything goes (lms.h: no call may run beside it) */
     resid_stop();
     /* the host pool goes first, so no copy may still use it */
     for (size_t i = 0; i < S->nstreams; i++)
@@ -352,7 +353,7 @@ static void destroy_state(void)
     alloc_destroy(S->alloc);
     base_meta_free(S);
     S = NULL;
-    tc_invalidate();
+    tc_invalidate(); /* and the calling thread's cache forgets the state */
 }
 
 static lms_status_t new_stream(stream_t **out)
@@ -596,8 +597,10 @@ lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
      * take what has completed; last, wait for the fences (without the lock,
      * so other threads go on meanwhile). */
     for (int attempt = 0; attempt < 3; attempt++) {
-        if (attempt == 1)
+        if (attempt == 1) { /* this thread's cache now, the others' at their next call */
             tc_flush();
+            tc_invalidate();
+        }
         if (attempt == 2)
             wait_for_fences();
         lms_status_t collected = collect_all(attempt > 0, false);
@@ -662,7 +665,7 @@ lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *
     if (queue_freed(find_stream(handle), offset, size) == LMS_OK)
         return LMS_OK;
     alloc_revive(S->alloc, offset, size);
-    alloc_cache(live);
+    (void)alloc_cache(live); /* live again just now: back to cached */
     return LMS_ERR_OUT_OF_MEMORY;
 }
 
@@ -674,12 +677,8 @@ lms_status_t lms_free(void *ptr, lms_stream_t stream)
     lms_status_t st = LMS_OK;
     stream_t *s = S != NULL ? find_stream(stream) : NULL;
     size_t offset = 0, size = 0;
-    if (s != NULL) { /* the calling thread's cache first (Note [Thread caches]) */
-        tc_key(stream);
-        tc_make_room(ptr);
-        if (tc_free(ptr, stream))
-            goto out;
-    }
+    if (s != NULL && tc_free_locked(ptr, stream)) /* Note [Thread caches] */
+        goto out;
     if (!offset_of(ptr, &offset))
         st = base_fail(LMS_ERR_INVALID, "lms_free(%p): not an address lms handed out", ptr);
     else if (s == NULL)

@@ -15,7 +15,9 @@
  * pending list, and its small mallocs on that stream take from the cache
  * first, last freed first per class: the reuse Note [Stream-ordered free]
  * allows at once (work queued on the stream after the free comes after it),
- * here without the lock, a device call or an atomic read-modify-write.
+ * here without the lock or a device call: a malloc writes one byte, a free
+ * exchanges one (so that of two threads freeing the same pointer at once,
+ * one fails, as a second free does).
  *  - A cache serves one stream, the one it is keyed to. A call on another
  *    stream takes the locked path, which flushes the cache and keys it to the
  *    new stream. Flushed entries become pending frees of their stream, as if
@@ -28,8 +30,10 @@
  *    finds no room takes the locked path and flushes the older half of its
  *    class's entries, or the whole cache when the bytes are over.
  *  - A malloc that finds no room flushes the calling thread's cache before
- *    it gives up. Other threads' caches stay theirs: each holds at most
- *    thread_cache bytes, until that thread calls lms again or exits.
+ *    it gives up, and asks every other cache to flush at its thread's next
+ *    call (an epoch). Until then other threads' caches stay theirs: each
+ *    holds at most thread_cache bytes, but the slabs those slots keep in use
+ *    can be whole chunks.
  *  - `swap_epoch` changes when lms is initialized or shut down and when a
  *    stream is destroyed: a cache keyed under another epoch takes the locked
  *    path, where tc_key flushes it (its stream destroyed since: released at
@@ -110,7 +114,8 @@ bool tc_free(void *ptr, lms_stream_t stream)
     tc_bin_t *b = &t->bins[cls];
     if (b->n == TC_BIN || t->bytes + b->slot > t->limit)
         return false; /* the locked path makes room */
-    alloc_cache(live);
+    if (!alloc_cache(live))
+        return false; /* freed by another thread meanwhile: the locked path says so */
     b->e[b->n].off = off;
     b->e[b->n++].live = live;
     t->bytes += b->slot;
@@ -198,8 +203,8 @@ void tc_key(lms_stream_t stream)
            alloc_class_of(S->alloc, alloc_class_size(S->alloc, ncls)) == ncls) /* small */
         ncls++;
     if (ncls == 0 || (t = cache_for(ncls)) == NULL) {
-        if (t != NULL)
-            t->epoch = 0;
+        if (T != NULL) /* flushed above: no cache until a later key works */
+            T->epoch = 0;
         return;
     }
     t->epoch = __atomic_load_n(&swap_epoch, __ATOMIC_RELAXED);
@@ -214,23 +219,26 @@ void tc_key(lms_stream_t stream)
         t->bins[c].slot = (uint32_t)alloc_class_size(S->alloc, c);
 }
 
-void tc_make_room(const void *ptr)
+bool tc_free_locked(void *ptr, lms_stream_t stream)
 {
+    /* only a live small allocation's free touches the cache: a bad one
+     * changes nothing */
+    dev_addr_t a = (dev_addr_t)(uintptr_t)ptr;
+    size_t off = (size_t)(a - S->base);
+    int cls;
+    if (a < S->base || off >= S->va_size ||
+        alloc_live_small(S->alloc, off, ALLOC_MAX_CLASSES, &cls) == NULL)
+        return false;
+    tc_key(stream);
     tcache_t *t = T;
-    if (t == NULL || t->epoch == 0)
-        return;
-    size_t off = (size_t)((dev_addr_t)(uintptr_t)ptr - t->base);
-    size_t b, size;
-    if (alloc_find(S->alloc, off, &b, &size) != LMS_OK || b != off)
-        return;
-    int cls = alloc_class_at(S->alloc, off);
-    if (cls < 0 || cls >= t->ncls)
-        return;
-    tc_bin_t *bin = &t->bins[cls];
-    if (bin->n == TC_BIN)
-        (void)flush_bin(t, bin, TC_BIN / 2);
-    if (t->bytes + bin->slot > t->limit)
+    if (!keyed_here(t, stream) || cls >= t->ncls)
+        return false;
+    tc_bin_t *b = &t->bins[cls];
+    if (b->n == TC_BIN)
+        (void)flush_bin(t, b, TC_BIN / 2);
+    if (t->bytes + b->slot > t->limit)
         (void)flush_all(t);
+    return tc_free(ptr, stream); /* false if a flush failed: the caller queues it */
 }
 
 void tc_flush(void)

@@ -323,7 +323,8 @@ Test(alloc, a_cached_slot_is_no_allocation_but_stays_taken)
 
     alloc_usage_t before, after;
     alloc_usage(a, &before);
-    alloc_cache(f);
+    cr_assert(alloc_cache(f));
+    cr_assert(!alloc_cache(f), "a second free of a cached slot must fail");
     TEST_FAILS(LMS_ERR_INVALID, alloc_find(a, s, &size, &size));
     TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, s, &size));
     cr_assert_null(alloc_live_small(a, s, ALLOC_MAX_CLASSES, &other), "cached twice");
@@ -338,7 +339,7 @@ Test(alloc, a_cached_slot_is_no_allocation_but_stays_taken)
     cr_assert_eq(base, s);
     cr_assert_eq(alloc_live_small(a, s, ALLOC_MAX_CLASSES, &other), f);
 
-    alloc_cache(f);
+    cr_assert(alloc_cache(f));
     cr_assert_eq(alloc_cached_freed(a, s), alloc_class_size(a, cls));
     alloc_usage(a, &after);
     cr_assert_eq(after.live_count, before.live_count + 50 - 1);
@@ -367,7 +368,7 @@ Test(alloc, every_slot_of_a_slab_has_a_flag_of_its_own)
                 cr_assert_neq(f[i], f[j], "chunk %zu: slots %zu and %zu share a flag", chunks[k], i, j);
         }
         for (size_t i = 0; i < n; i += 7) { /* caching one slot changes only it */
-            alloc_cache(f[i]);
+            cr_assert(alloc_cache(f[i]));
             for (size_t j = 0; j < n; j++)
                 cr_assert_eq(alloc_find(b, j * 256, &off, &size) == LMS_OK, j != i);
             alloc_uncache(f[i]);
