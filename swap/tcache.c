@@ -71,6 +71,7 @@ typedef struct tcache {
 } tcache_t;
 
 uint64_t swap_epoch = 1;
+static size_t small_max; /* atomic: the largest request any cache serves (0: none yet) */
 static __thread tcache_t *T;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
@@ -84,6 +85,8 @@ static bool keyed_here(const tcache_t *t, lms_stream_t stream)
 
 bool tc_malloc(void **ptr, size_t size, lms_stream_t stream)
 {
+    if (size > __atomic_load_n(&small_max, __ATOMIC_RELAXED))
+        return false; /* large: not even a look at the cache */
     tcache_t *t = T;
     if (!keyed_here(t, stream) || size == 0 || resid_window_open())
         return false;
@@ -217,6 +220,8 @@ void tc_key(lms_stream_t stream)
     t->ncls = ncls;
     for (int c = 0; c < ncls; c++)
         t->bins[c].slot = (uint32_t)alloc_class_size(S->alloc, c);
+    if (t->bins[ncls - 1].slot > __atomic_load_n(&small_max, __ATOMIC_RELAXED))
+        __atomic_store_n(&small_max, t->bins[ncls - 1].slot, __ATOMIC_RELAXED);
 }
 
 bool tc_free_locked(void *ptr, lms_stream_t stream)
