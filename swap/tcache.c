@@ -181,15 +181,16 @@ static tcache_t *cache_for(int ncls)
         return NULL;
     /* on cache lines of its own: other threads' caches are written as often */
     tcache_t *n = base_meta_calloc_aligned(sizeof *n + (size_t)ncls * sizeof n->bins[0], 64);
-    if (n == NULL)
+    if (n == NULL || pthread_setspecific(exit_key, n) != 0) { /* unflushed at exit: none */
+        base_meta_free(n);
         return NULL;
+    }
     if (t != NULL) { /* empty: the caller flushed it */
         memcpy(n, t, sizeof *t);
         base_meta_free(t);
     }
     n->capcls = ncls;
     T = n;
-    (void)pthread_setspecific(exit_key, n);
     return n;
 }
 
