@@ -25,7 +25,8 @@
  * No lock: swap/ serializes every call, but for the lock-free ones.
  *
  * Note [Lock-free slots]
- * alloc_live_small, alloc_cache and alloc_uncache run without swap/'s lock, beside any other
+ * alloc_live_small, alloc_find_small, alloc_cache and alloc_uncache run
+ * without swap/'s lock, beside any other
  * call, so that a thread cache (swap/tcache.c) can free and reuse small slots
  * alone. They read only what cannot go away under them: fast[chunk], written
  * with release stores by slab_new and slab_delete (0, or the address of the
@@ -71,7 +72,10 @@ typedef struct slab {
 } slab_t;
 
 typedef struct size_class {
-    uint64_t recip;   /* ceil(2^64 / slot_size), for division without a divide */
+    /* floor(2^64 / slot_size) + 1 = (2^64 + e) / slot_size, 0 < e <= slot_size:
+     * (w * recip) >> 64 is floor(w / slot_size) for any w < 2^32, since the
+     * error term w * e / (slot_size * 2^64) stays below 1 / slot_size */
+    uint64_t recip;
     uint32_t slot_size;
     uint32_t slots;   /* per slab */
     uint32_t partial; /* first slab with a free slot, NONE if none */
@@ -510,11 +514,8 @@ alloc_flag_t *alloc_live_small(const alloc_t *a, size_t base, int ncls, int *cls
     if (w == 0 || c >= ncls)
         return NULL;
     const size_class_t *k = &a->classes[c];
-    /* within / slot_size, exact when within is a multiple of slot_size
-     * (within * recip = q * 2^64 + q * e, with e <= slot_size, so q * e < 2^64),
-     * as a slot's start is; any other within fails the check. */
     uint32_t within = (uint32_t)(base & (a->chunk_size - 1));
-    uint32_t slot = (uint32_t)(((__uint128_t)within * k->recip) >> 64);
+    uint32_t slot = (uint32_t)(((__uint128_t)within * k->recip) >> 64); /* see recip */
     if (slot >= k->slots || slot * k->slot_size != within)
         return NULL;
     uint8_t *f = (uint8_t *)(w & ~(uintptr_t)(FLAGS_ALIGN - 1)) + flag_pos(a, slot);
@@ -522,6 +523,25 @@ alloc_flag_t *alloc_live_small(const alloc_t *a, size_t base, int ncls, int *cls
         return NULL;
     *cls = c;
     return f;
+}
+
+bool alloc_find_small(const alloc_t *a, size_t offset, size_t *base, size_t *size)
+{
+    size_t ci = offset >> a->chunk_shift;
+    if (ci >= a->nchunks)
+        return false;
+    uintptr_t w = __atomic_load_n(&a->fast[ci], __ATOMIC_ACQUIRE);
+    if (w == 0)
+        return false;
+    const size_class_t *k = &a->classes[w & (FLAGS_ALIGN - 1)];
+    uint32_t within = (uint32_t)(offset & (a->chunk_size - 1));
+    uint32_t slot = (uint32_t)(((__uint128_t)within * k->recip) >> 64); /* see recip */
+    const uint8_t *f = (const uint8_t *)(w & ~(uintptr_t)(FLAGS_ALIGN - 1)) + flag_pos(a, slot);
+    if (slot >= k->slots || !__atomic_load_n(f, __ATOMIC_RELAXED))
+        return false;
+    *base = (ci << a->chunk_shift) + (size_t)slot * k->slot_size;
+    *size = k->slot_size;
+    return true;
 }
 
 size_t alloc_cached_freed(alloc_t *a, size_t base)

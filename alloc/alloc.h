@@ -29,7 +29,7 @@
  * offsets, in any process, because every choice depends only on the table.
  * Lookups (alloc_find) are O(1): index arithmetic plus the chunk table.
  *
- * alloc_live_small, alloc_cache and alloc_uncache are the exception to "the caller serializes":
+ * alloc_live_small, alloc_find_small, alloc_cache and alloc_uncache are the exception to "the caller serializes":
  * they may run in any thread beside any call (Note [Lock-free slots]).
  */
 #ifndef LMS_ALLOC_H
@@ -118,6 +118,11 @@ alloc_flag_t *alloc_live_small(const alloc_t *a, size_t base, int ncls, int *cls
  * for its thread cache's reuse. */
 static inline bool alloc_cache(alloc_flag_t *f) { return __atomic_exchange_n(f, 0, __ATOMIC_RELAXED) == 1; }
 static inline void alloc_uncache(alloc_flag_t *f) { __atomic_store_n(f, 1, __ATOMIC_RELAXED); }
+
+/* Lock-free alloc_find for small allocations: true with the live small
+ * allocation containing offset; false when there is none (the offset may
+ * still be in a large one: ask alloc_find). */
+bool alloc_find_small(const alloc_t *a, size_t offset, size_t *base, size_t *size);
 
 /* Turns the cached allocation at base into a freed one; returns its size. */
 size_t alloc_cached_freed(alloc_t *a, size_t base);

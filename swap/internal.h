@@ -153,6 +153,7 @@ HIDDEN lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_f
 HIDDEN extern uint64_t swap_epoch; /* atomic */
 HIDDEN bool tc_malloc(void **ptr, size_t size, lms_stream_t stream);
 HIDDEN bool tc_free(void *ptr, lms_stream_t stream);
+HIDDEN bool tc_lookup(const void *ptr, void **base, size_t *size); /* small ones */
 HIDDEN void tc_key(lms_stream_t stream);    /* the calling thread's cache, for stream */
 HIDDEN bool tc_free_locked(void *ptr, lms_stream_t stream); /* tc_free, keying and making room */
 HIDDEN void tc_flush(void);                 /* the calling thread's cache */

@@ -705,6 +705,8 @@ lms_status_t lms_allocation_of(const void *ptr, void **base, size_t *size)
 {
     if (base == NULL || size == NULL)
         return base_fail(LMS_ERR_INVALID, "lms_allocation_of: NULL output");
+    if (tc_lookup(ptr, base, size)) /* a small one, without the lock */
+        return LMS_OK;
     enter();
     size_t offset, b;
     lms_status_t st = offset_of(ptr, &offset) ? alloc_find(S->alloc, offset, &b, size)

@@ -125,6 +125,21 @@ bool tc_free(void *ptr, lms_stream_t stream)
     return true;
 }
 
+bool tc_lookup(const void *ptr, void **base, size_t *size)
+{
+    tcache_t *t = T;
+    if (t == NULL || t->epoch != __atomic_load_n(&swap_epoch, __ATOMIC_ACQUIRE) ||
+        resid_window_open())
+        return false;
+    dev_addr_t a = (dev_addr_t)(uintptr_t)ptr;
+    size_t b;
+    if (a < t->base || a - t->base >= t->va_size ||
+        !alloc_find_small(t->alloc, (size_t)(a - t->base), &b, size))
+        return false;
+    *base = (void *)(uintptr_t)(t->base + b);
+    return true;
+}
+
 /* ---- locked -------------------------------------------------------------------- */
 
 /* Flushes the oldest n entries of a bin; false, with what could not go left

@@ -377,3 +377,31 @@ Test(alloc, every_slot_of_a_slab_has_a_flag_of_its_own)
         alloc_destroy(b);
     }
 }
+
+Test(alloc, the_lock_free_lookup_agrees_with_alloc_find)
+{
+    size_t sizes[] = {100, 700, 3000, 5000, 40000, 300000, 3 * CHUNK};
+    size_t off[64];
+    int n = 0;
+    for (int r = 0; r < 9; r++)
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+            off[n++] = place(sizes[i]);
+    for (int i = 0; i < n; i += 3) /* some freed, some cached */
+        if (alloc_class_at(a, off[i]) < 0 || i % 2)
+            free_now(off[i]);
+        else
+            cr_assert(alloc_cache(alloc_live_small(a, off[i], ALLOC_MAX_CLASSES, &(int){0})));
+    alloc_usage_t u;
+    alloc_usage(a, &u);
+    for (size_t o = 0; o < 8 * CHUNK; o += 40) {
+        size_t b1 = 0, s1 = 0, b2 = 0, s2 = 0;
+        bool slow = alloc_find(a, o, &b1, &s1) == LMS_OK;
+        bool fast = alloc_find_small(a, o, &b2, &s2);
+        if (fast)
+            cr_assert(slow && b1 == b2 && s1 == s2, "offset 0x%zx: fast 0x%zx+%zu, slow 0x%zx+%zu",
+                      o, b2, s2, b1, s1);
+        else if (slow)
+            cr_assert_eq(alloc_class_at(a, b1), -1, "offset 0x%zx: a small one the fast "
+                                                    "lookup missed", o);
+    }
+}

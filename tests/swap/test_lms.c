@@ -489,6 +489,8 @@ static void *hold_lock(void *arg)
     return NULL;
 }
 
+/* (lookups too. Its name stays: renamed, Criterion 2.4.1's runner showed
+ * LeakSanitizer a 48-byte leak of its own, which test names' layout hides.) */
 Test(lms, a_small_pair_on_a_stream_reuses_its_slot_without_the_lock, .timeout = 60)
 {
     if (base_options()->thread_cache == 0)
@@ -515,11 +517,16 @@ Test(lms, a_small_pair_on_a_stream_reuses_its_slot_without_the_lock, .timeout = 
             st = lms_free(q[i], a);
     for (int i = 0; i < 4 && st == LMS_OK; i++)
         st = lms_malloc(&q[i], sizes[i], a);
+    void *base[4] = {0};
+    size_t size[4] = {0};
+    for (int i = 0; i < 4 && st == LMS_OK; i++) /* lookups of small ones too */
+        st = lms_allocation_of((char *)q[i] + sizes[i] - 1, &base[i], &size[i]);
     atomic_store(&l.state, 2);
     pthread_join(t, NULL);
     TEST_OK(st);
     for (int i = 0; i < 4; i++) {
         cr_assert_eq(q[i], p[i], "the cache hands back the slot freed last");
+        cr_assert(base[i] == q[i] && size[i] >= sizes[i]);
         check_usable(q[i], sizes[i], 70 + (uint64_t)i);
         TEST_OK(lms_free(q[i], a));
     }
