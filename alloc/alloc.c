@@ -504,28 +504,10 @@ void alloc_revive(alloc_t *a, size_t base, size_t request)
 
 size_t alloc_class_size(const alloc_t *a, int cls) { return a->classes[cls].slot_size; }
 
-alloc_flag_t *alloc_live_small(const alloc_t *a, size_t base, int ncls, int *cls)
-{
-    size_t ci = base >> a->chunk_shift;
-    if (ci >= a->nchunks)
-        return NULL;
-    uintptr_t w = __atomic_load_n(&a->fast[ci], __ATOMIC_ACQUIRE);
-    int c = (int)(w & (FLAGS_ALIGN - 1));
-    if (w == 0 || c >= ncls)
-        return NULL;
-    const size_class_t *k = &a->classes[c];
-    uint32_t within = (uint32_t)(base & (a->chunk_size - 1));
-    uint32_t slot = (uint32_t)(((__uint128_t)within * k->recip) >> 64); /* see recip */
-    if (slot >= k->slots || slot * k->slot_size != within)
-        return NULL;
-    uint8_t *f = (uint8_t *)(w & ~(uintptr_t)(FLAGS_ALIGN - 1)) + flag_pos(a, slot);
-    if (!__atomic_load_n(f, __ATOMIC_RELAXED))
-        return NULL;
-    *cls = c;
-    return f;
-}
-
-bool alloc_find_small(const alloc_t *a, size_t offset, size_t *base, size_t *size)
+/* The small slot containing offset, from what is published (no lock): its
+ * class, index and live flag; false when offset's chunk is no slab or it
+ * lies past the slab's last slot. */
+static bool fast_slot(const alloc_t *a, size_t offset, int *cls, uint32_t *slot, uint8_t **flag)
 {
     size_t ci = offset >> a->chunk_shift;
     if (ci >= a->nchunks)
@@ -533,14 +515,36 @@ bool alloc_find_small(const alloc_t *a, size_t offset, size_t *base, size_t *siz
     uintptr_t w = __atomic_load_n(&a->fast[ci], __ATOMIC_ACQUIRE);
     if (w == 0)
         return false;
-    const size_class_t *k = &a->classes[w & (FLAGS_ALIGN - 1)];
+    *cls = (int)(w & (FLAGS_ALIGN - 1));
+    const size_class_t *k = &a->classes[*cls];
     uint32_t within = (uint32_t)(offset & (a->chunk_size - 1));
-    uint32_t slot = (uint32_t)(((__uint128_t)within * k->recip) >> 64); /* see recip */
-    const uint8_t *f = (const uint8_t *)(w & ~(uintptr_t)(FLAGS_ALIGN - 1)) + flag_pos(a, slot);
-    if (slot >= k->slots || !__atomic_load_n(f, __ATOMIC_RELAXED))
+    *slot = (uint32_t)(((__uint128_t)within * k->recip) >> 64); /* see recip */
+    *flag = (uint8_t *)(w & ~(uintptr_t)(FLAGS_ALIGN - 1)) + flag_pos(a, *slot);
+    return *slot < k->slots;
+}
+
+alloc_flag_t *alloc_live_small(const alloc_t *a, size_t base, int ncls, int *cls)
+{
+    int c;
+    uint32_t slot;
+    uint8_t *f;
+    if (!fast_slot(a, base, &c, &slot, &f) || c >= ncls ||
+        (size_t)slot * a->classes[c].slot_size != (base & (a->chunk_size - 1)) ||
+        !__atomic_load_n(f, __ATOMIC_RELAXED))
+        return NULL;
+    *cls = c;
+    return f;
+}
+
+bool alloc_find_small(const alloc_t *a, size_t offset, size_t *base, size_t *size)
+{
+    int c;
+    uint32_t slot;
+    uint8_t *f;
+    if (!fast_slot(a, offset, &c, &slot, &f) || !__atomic_load_n(f, __ATOMIC_RELAXED))
         return false;
-    *base = (ci << a->chunk_shift) + (size_t)slot * k->slot_size;
-    *size = k->slot_size;
+    *size = a->classes[c].slot_size;
+    *base = (offset & ~(a->chunk_size - 1)) + (size_t)slot * *size;
     return true;
 }
 

@@ -83,6 +83,14 @@ static bool keyed_here(const tcache_t *t, lms_stream_t stream)
            t->epoch == __atomic_load_n(&swap_epoch, __ATOMIC_ACQUIRE);
 }
 
+/* ptr's offset in the range [base, base + size), or false. */
+static bool offset_in(dev_addr_t base, size_t size, const void *ptr, size_t *off)
+{
+    dev_addr_t a = (dev_addr_t)(uintptr_t)ptr;
+    *off = (size_t)(a - base);
+    return a >= base && *off < size;
+}
+
 bool tc_malloc(void **ptr, size_t size, lms_stream_t stream)
 {
     if (size > __atomic_load_n(&small_max, __ATOMIC_RELAXED))
@@ -106,9 +114,8 @@ bool tc_free(void *ptr, lms_stream_t stream)
     tcache_t *t = T;
     if (!keyed_here(t, stream) || resid_window_open())
         return false;
-    dev_addr_t a = (dev_addr_t)(uintptr_t)ptr;
-    size_t off = (size_t)(a - t->base);
-    if (a < t->base || off >= t->va_size)
+    size_t off;
+    if (!offset_in(t->base, t->va_size, ptr, &off))
         return false;
     int cls;
     alloc_flag_t *live = alloc_live_small(t->alloc, off, t->ncls, &cls);
@@ -131,10 +138,8 @@ bool tc_lookup(const void *ptr, void **base, size_t *size)
     if (t == NULL || t->epoch != __atomic_load_n(&swap_epoch, __ATOMIC_ACQUIRE) ||
         resid_window_open())
         return false;
-    dev_addr_t a = (dev_addr_t)(uintptr_t)ptr;
-    size_t b;
-    if (a < t->base || a - t->base >= t->va_size ||
-        !alloc_find_small(t->alloc, (size_t)(a - t->base), &b, size))
+    size_t off, b;
+    if (!offset_in(t->base, t->va_size, ptr, &off) || !alloc_find_small(t->alloc, off, &b, size))
         return false;
     *base = (void *)(uintptr_t)(t->base + b);
     return true;
@@ -244,10 +249,9 @@ bool tc_free_locked(void *ptr, lms_stream_t stream)
 {
     /* only a live small allocation's free touches the cache: a bad one
      * changes nothing */
-    dev_addr_t a = (dev_addr_t)(uintptr_t)ptr;
-    size_t off = (size_t)(a - S->base);
+    size_t off;
     int cls;
-    if (a < S->base || off >= S->va_size ||
+    if (!offset_in(S->base, S->va_size, ptr, &off) ||
         alloc_live_small(S->alloc, off, ALLOC_MAX_CLASSES, &cls) == NULL)
         return false;
     tc_key(stream);
