@@ -34,6 +34,7 @@
 #include "base/base.h"
 
 #include <cuda.h>
+#include <cudaTypedefs.h> /* PFN_* prototypes, for the static assertion below */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -61,9 +62,17 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
  * ("cuMemGetInfo", never "cuMemGetInfo_v2": #fn stringifies the name as
  * written in DRIVER_FUNCS, before cuda.h's #define turns it into the _v2
  * name) with cudaVersion = CUDA_VERSION, the version of the headers this file
- * is compiled against. The driver then returns the variant whose ABI is the
- * prototype in those headers, which is the type of each field (__typeof__ of
- * the declaration, _v2 where cuda.h says so). Every lookup must report
+ * is compiled against. The driver then returns the newest variant at that
+ * version, and each field's type must be that variant's prototype. For most
+ * names it is the declaration the base name reaches through cuda.h
+ * (__typeof__ of it, _v2 where cuda.h #defines the name so). Not for all:
+ * CUDA 13.0 added cuCtxSynchronize_v2(CUcontext) without such a #define, so
+ * cuda.h's cuCtxSynchronize(void) is the old ABI while "cuCtxSynchronize" at
+ * 13000 is the new one; called through the old type, it synchronizes
+ * whatever context a stray register names (seen on a card:
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED at every close). This file makes the same
+ * #define for it, and a static assertion against cudaTypedefs.h's PFN
+ * typedef keeps it honest. Every lookup must report
  * CU_GET_PROC_ADDRESS_SUCCESS with a non-NULL pointer.
  *
  * A driver older than CUDA_VERSION cannot honour that (cuGetProcAddress
@@ -81,6 +90,17 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
  * functions run on one) and cuInit cannot be undone; unmapping the code under
  * them would crash the process.
  */
+
+/* What cuda.h should #define and does not (Note [Resolving the driver]). */
+#if CUDA_VERSION >= 13000
+#define cuCtxSynchronize cuCtxSynchronize_v2
+_Static_assert(__builtin_types_compatible_p(__typeof__(cuCtxSynchronize) *,
+                                           PFN_cuCtxSynchronize_v13000),
+               "cuCtxSynchronize at CUDA 13.0 takes the context");
+#define CTX_SYNCHRONIZE(c) (c)->drv.cuCtxSynchronize((c)->ctx)
+#else
+#define CTX_SYNCHRONIZE(c) (c)->drv.cuCtxSynchronize()
+#endif
 
 /* Every driver function the backend calls, by base name. */
 #define DRIVER_FUNCS(X)                                                                      \
@@ -616,9 +636,20 @@ static lms_status_t copy_d2d(void *self, dev_stream_t *stream, dev_addr_t dst, d
     return LMS_OK;
 }
 
+static lms_status_t kernels_ready(cuda_t *c);
+
+/* Host functions run one at a time, on one driver thread, and may be held
+ * back by the caller (tests gate a stream with one that waits for a flag).
+ * Meanwhile no other host function runs, and loading the test kernels waits
+ * too: on an H100 (driver 580), test_lms hung when its first kernel came
+ * behind such a gate, and passes since the kernels are loaded before the
+ * first host function is queued. A failure to load is left for the first
+ * kernel to report. */
 static lms_status_t host_func(void *self, dev_stream_t *stream, dev_host_fn_t fn, void *arg)
 {
     cuda_t *c = self;
+    if (c->no_kernels[0] == '\0' && !atomic_load_explicit(&c->kernels_loaded, memory_order_acquire))
+        (void)kernels_ready(c);
     lms_status_t status = use_context(c);
     if (status != LMS_OK)
         return status;
@@ -1007,7 +1038,7 @@ static void close_backend(void *self)
         /* Checksums still queued would write the ring. The caller has waited
          * for its work already (device.h, "Who waits"); this is cheap then. */
         if (r == CUDA_SUCCESS)
-            log_close_error(c, c->drv.cuCtxSynchronize(), "cuCtxSynchronize()");
+            log_close_error(c, CTX_SYNCHRONIZE(c), "cuCtxSynchronize()");
         unload_kernels(c, true);
     }
     log_close_error(c, c->drv.cuDevicePrimaryCtxRelease(c->device), "cuDevicePrimaryCtxRelease");
