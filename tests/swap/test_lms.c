@@ -184,6 +184,9 @@ Test(lms, absurd_sizes_fail_without_wrapping)
 
 /* ---- stream order ---- */
 
+/* Holds a stream's work back until opened. On cuda, host functions run one
+ * at a time on one driver thread: while it is closed, nothing may wait for
+ * another host function (test_swap's wait_gate says more). */
 static atomic_int gate;
 
 static void wait_gate(void *arg)

@@ -246,7 +246,10 @@ static void all_room_is_free_again(void)
     free_all(p, n);
 }
 
-/* A gate that holds a stream's work back until opened (by another thread). */
+/* A gate that holds a stream's work back until opened (by another thread).
+ * On cuda, host functions run one at a time on one driver thread, so while
+ * the gate is closed no other host function runs: nothing may wait for a
+ * checksum (it delivers its result with one) until the gate opens. */
 static atomic_int gate;
 
 static void wait_gate(void *arg)
@@ -772,10 +775,17 @@ Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
     for (size_t i = 0; i < n; i++)
         p[i] = must_malloc(chunk);
     /* p[0]: never accessed; p[1 .. gated-1]: written (the early ones
-     * evicted); p[gated]: resident with a kernel queued behind a gate;
-     * the last two: pinned then unpinned, and read */
+     * evicted); the last two: pinned then unpinned, and read; p[gated]:
+     * resident with a kernel queued behind a gate (closed last: nothing
+     * may wait for a checksum while it is closed, see wait_gate) */
     for (size_t i = 1; i < gated; i++)
         fill(p[i], chunk, i);
+    for (size_t i = gated + 1; i < n; i++) {
+        fill(p[i], chunk, i);
+        TEST_OK(lms_pin(p[i], chunk));
+        TEST_OK(lms_unpin(p[i], chunk));
+    }
+    EXPECT_FILLED(p[n - 1], chunk, n - 1);
     TEST_OK(lms_stream_synchronize(NULL));
     atomic_store(&gate, 0);
     dev_device_t *dev = swap_device();
@@ -783,12 +793,6 @@ Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
     TEST_OK(lms_access(p[gated], chunk, LMS_OVERWRITE, a));
     TEST_OK(dev_host_func(dev, ds, wait_gate, NULL));
     TEST_OK(dev_fill(dev, ds, addr(p[gated]), chunk, gated));
-    for (size_t i = gated + 1; i < n; i++) {
-        fill(p[i], chunk, i);
-        TEST_OK(lms_pin(p[i], chunk));
-        TEST_OK(lms_unpin(p[i], chunk));
-    }
-    EXPECT_FILLED(p[n - 1], chunk, n - 1);
     lms_stats_t s0 = stats();
     cr_assert_eq(s0.allocated_bytes, n * chunk);
     cr_assert_gt(s0.host_bytes, 0, "some were evicted");
