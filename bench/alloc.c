@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "bench/bench.h"
 #include "device/device.h"
 #include "swap/swap.h"
 
@@ -43,18 +44,6 @@ static int batches = 300;
 static int ref_pairs = REF_SMALL_PAIRS;
 static char machine[512];
 static dev_reference_t *reference; /* the CUDA allocators; NULL: none to compare with */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double percentile(double *v, int n, double p)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[(int)(p * (n - 1))];
-}
 
 static void die(const char *what)
 {
@@ -136,12 +125,12 @@ static void print_reference(size_t size, double lms_p50)
         printf(",\"cuda_error\":");
         print_json_string(lms_last_error());
     } else {
-        double m50 = percentile(m, batches, 0.5), a50 = percentile(a, batches, 0.5);
+        double m50 = bench_quantile(m, batches, 0.5), a50 = bench_quantile(a, batches, 0.5);
         printf(",\"cuda_malloc_ns_p50\":%.1f,\"cuda_malloc_ns_p99\":%.1f,"
                "\"cuda_malloc_async_ns_p50\":%.1f,\"cuda_malloc_async_ns_p99\":%.1f,"
                "\"lms_over_cuda_malloc\":%.3f,\"lms_over_cuda_malloc_async\":%.3f,"
                "\"cuda_pairs_per_batch\":%d",
-               m50, percentile(m, batches, 0.99), a50, percentile(a, batches, 0.99),
+               m50, bench_quantile(m, batches, 0.99), a50, bench_quantile(a, batches, 0.99),
                lms_p50 / m50, lms_p50 / a50, ref_pairs);
     }
     free(m);
@@ -171,13 +160,13 @@ static void pair_row(const char *name, size_t size, int threads, bool with_glibc
         }
     }
     int n = threads * batches;
-    double p99 = percentile(lms_s, n, 0.99), p50 = percentile(lms_s, n, 0.5);
+    double p99 = bench_quantile(lms_s, n, 0.99), p50 = bench_quantile(lms_s, n, 0.5);
     printf("{\"bench\":\"alloc\",\"case\":\"%s\",\"size\":%zu,\"threads\":%d,\"lms_ns_p50\":%.1f,"
            "\"lms_ns_p99\":%.1f",
            name, size, threads, p50, p99);
     if (with_glibc)
-        printf(",\"glibc_ns_p50\":%.1f,\"lms_over_glibc\":%.2f", percentile(libc_s, n, 0.5),
-               p50 / percentile(libc_s, n, 0.5));
+        printf(",\"glibc_ns_p50\":%.1f,\"lms_over_glibc\":%.2f", bench_quantile(libc_s, n, 0.5),
+               p50 / bench_quantile(libc_s, n, 0.5));
     if (threads == 1 && reference != NULL)
         print_reference(size, p50);
     printf(",%s}\n", machine);
@@ -204,7 +193,7 @@ static void lookup_row(void)
         s[b] = (double)(base_now_ns() - t0) / PAIRS_PER_BATCH;
     }
     printf("{\"bench\":\"alloc\",\"case\":\"lookup\",\"lms_ns_p50\":%.1f,\"lms_ns_p99\":%.1f,%s}\n",
-           percentile(s, batches, 0.5), percentile(s, batches, 0.99), machine);
+           bench_quantile(s, batches, 0.5), bench_quantile(s, batches, 0.99), machine);
     for (int i = 0; i < N; i++)
         lms_free(p[i], NULL);
     free(s);
@@ -311,17 +300,8 @@ static void describe_machine(void)
     swap_layout_t l;
     if (swap_layout(&l) != LMS_OK)
         die("swap_layout");
-    char cpu[128] = "unknown";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    while (f != NULL && fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-            snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
-            cpu[strcspn(cpu, "\n")] = '\0';
-            break;
-        }
-    if (f != NULL)
-        fclose(f);
+    char cpu[128];
+    bench_host_cpu(cpu, sizeof cpu);
     snprintf(machine, sizeof machine,
              "\"backend\":\"%s\",\"device\":\"%s\",\"chunk\":%zu,\"device_limit\":%zu,"
              "\"host_cpu\":\"%s\"",

@@ -102,6 +102,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "bench/bench.h"
 #include "device/device.h"
 #include "swap/swap.h"
 
@@ -137,17 +138,11 @@ static void check(lms_status_t st, const char *what)
         die(what);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(const double *v, int n)
 {
     double s[MAX_REPS];
     memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    qsort(s, (size_t)n, sizeof *s, bench_cmp_double);
     return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
@@ -658,17 +653,8 @@ static void describe_machine(void)
     snprintf(backend, sizeof backend, "%s", dev->info.backend);
     info.backend = backend;
     dev_close(dev);
-    char cpu[128] = "unknown";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    while (f != NULL && fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-            snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
-            cpu[strcspn(cpu, "\n")] = '\0';
-            break;
-        }
-    if (f != NULL)
-        fclose(f);
+    char cpu[128];
+    bench_host_cpu(cpu, sizeof cpu);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(machine, sizeof machine,
              "\"backend\":\"%s\",\"device\":\"%s\",\"chunk\":%zu,\"host_cpu\":\"%s\","
