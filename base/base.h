@@ -143,4 +143,10 @@ uint64_t base_now_ns(void);
 /* Sleeps until base_now_ns() >= deadline_ns. */
 void base_sleep_until_ns(uint64_t deadline_ns);
 
+/* ---- the machine ---------------------------------------------------------- */
+
+/* The host CPU's model name (/proc/cpuinfo) into buf, or "unknown": what
+ * lms-info and the benchmarks print beside their measurements. */
+void base_host_cpu(char *buf, size_t len);
+
 #endif /* LMS_BASE_H */

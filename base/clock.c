@@ -1,5 +1,8 @@
-/* base/clock.c — the monotonic clock lms measures and throttles with. */
+/* base/clock.c — the monotonic clock lms measures and throttles with, and
+ * the name of the machine it measured on. */
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "base/base.h"
@@ -17,4 +20,20 @@ void base_sleep_until_ns(uint64_t deadline_ns)
                           .tv_nsec = (long)(deadline_ns % 1000000000u)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
+}
+
+void base_host_cpu(char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            snprintf(buf, len, "%s", strchr(line, ':') + 2);
+            buf[strcspn(buf, "\n")] = '\0';
+            break;
+        }
+    fclose(f);
 }

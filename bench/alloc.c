@@ -301,7 +301,7 @@ static void describe_machine(void)
     if (swap_layout(&l) != LMS_OK)
         die("swap_layout");
     char cpu[128];
-    bench_host_cpu(cpu, sizeof cpu);
+    base_host_cpu(cpu, sizeof cpu);
     snprintf(machine, sizeof machine,
              "\"backend\":\"%s\",\"device\":\"%s\",\"chunk\":%zu,\"device_limit\":%zu,"
              "\"host_cpu\":\"%s\"",

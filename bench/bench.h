@@ -1,14 +1,11 @@
 /*
  * bench/bench.h — what the benchmarks share: order statistics over a run's
- * samples, and the host CPU's name for the rows. Header-only; each bench is
- * one program.
+ * samples. Header-only; each bench is one program.
  */
 #ifndef LMS_BENCH_H
 #define LMS_BENCH_H
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 static inline int bench_cmp_double(const void *a, const void *b)
 {
@@ -28,23 +25,6 @@ static inline double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* The host CPU's model name from /proc/cpuinfo, or "unknown". */
-static inline void bench_host_cpu(char *out, size_t size)
-{
-    snprintf(out, size, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f == NULL)
-        return;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-            snprintf(out, size, "%s", strchr(line, ':') + 2);
-            out[strcspn(out, "\n")] = '\0';
-            break;
-        }
-    fclose(f);
 }
 
 #endif

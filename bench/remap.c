@@ -265,7 +265,7 @@ int main(int argc, char **argv)
     bool sim = strcmp(dev->info.backend, "sim") == 0;
     size_t g = dev->info.granularity;
     char cpu[128];
-    bench_host_cpu(cpu, sizeof cpu);
+    base_host_cpu(cpu, sizeof cpu);
     snprintf(machine, sizeof machine,
              "\"backend\":\"%s\",\"device\":\"%s\",\"granularity\":%zu,\"host_cpu\":\"%s\","
              "\"host_cores\":%ld",

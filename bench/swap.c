@@ -654,7 +654,7 @@ static void describe_machine(void)
     info.backend = backend;
     dev_close(dev);
     char cpu[128];
-    bench_host_cpu(cpu, sizeof cpu);
+    base_host_cpu(cpu, sizeof cpu);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(machine, sizeof machine,
              "\"backend\":\"%s\",\"device\":\"%s\",\"chunk\":%zu,\"host_cpu\":\"%s\","

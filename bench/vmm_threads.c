@@ -119,7 +119,7 @@ int main(int argc, char **argv)
         check(cuMemSetAccess(m->at[0], gran, &access_desc, 1), "cuMemSetAccess");
     }
     char cpu[128];
-    bench_host_cpu(cpu, sizeof cpu);
+    base_host_cpu(cpu, sizeof cpu);
     double one = 0;
     for (int threads = 1; threads <= MAX_THREADS; threads *= 2) {
         double ms[RUNS];

@@ -111,22 +111,6 @@ out:
     return st;
 }
 
-static void host_cpu(char *buf, size_t len)
-{
-    snprintf(buf, len, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f == NULL)
-        return;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-            snprintf(buf, len, "%s", strchr(line, ':') + 2);
-            buf[strcspn(buf, "\n")] = '\0';
-            break;
-        }
-    fclose(f);
-}
-
 static void json_string(const char *s)
 {
     putchar('"');
@@ -233,7 +217,7 @@ int main(int argc, char **argv)
         return 1;
     }
     char cpu[128];
-    host_cpu(cpu, sizeof cpu);
+    base_host_cpu(cpu, sizeof cpu);
     if (strcmp(mode, "--json") == 0)
         print_json(&dev->info, &m, cpu);
     else
