@@ -65,6 +65,8 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(sim_granularity, size, "2MiB", NULL, "block size of the simulated device")            \
     X(sim_h2d_gbps, double, "0", NULL, "simulated host-to-device bandwidth, GB/s; 0 = no limit") \
     X(sim_d2h_gbps, double, "0", NULL, "simulated device-to-host bandwidth, GB/s; 0 = no limit") \
+    X(sim_vmm_us_per_mib, double, "0", NULL,                                                 \
+      "simulated host time of an unmap or a set_access, us per MiB; 0 = none")             \
     X(device_limit, size, "0", NULL,                                                         \
       "device memory lms may use; 0 = the device's free memory minus 512 MiB")             \
     X(host_limit, size, "0", NULL,                                                           \

@@ -34,6 +34,7 @@ void dev_config_from_options(dev_config_t *cfg)
         .sim_granularity = o->sim_granularity,
         .sim_h2d_gbps = o->sim_h2d_gbps,
         .sim_d2h_gbps = o->sim_d2h_gbps,
+        .sim_vmm_us_per_mib = o->sim_vmm_us_per_mib,
     };
 }
 

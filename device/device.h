@@ -194,6 +194,9 @@ typedef struct dev_config {
     size_t sim_granularity; /* sim: a power of two, at least the page size */
     double sim_h2d_gbps;    /* sim: copy bandwidth limits in GB/s (1e9 B/s); 0 = none */
     double sim_d2h_gbps;
+    double sim_vmm_us_per_mib; /* sim: host time of an unmap or a set_access, us per MiB,
+                                  paid one call at a time (as the cuda driver serializes
+                                  them); 0 = none */
     bool fault_injection;   /* put the fault layer into the stack */
     const struct dev_fault_plan *fault_plan; /* with fault_injection: the plan in force from
                                                 open on, before anything calls the device

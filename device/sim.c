@@ -59,6 +59,7 @@
  * clock; above 100 TB/s a limit means nothing. */
 #define SIM_MIN_GBPS 0.001
 #define SIM_MAX_GBPS 100000.0
+#define SIM_MAX_VMM_US_PER_MIB 100000.0 /* 0.1 s per MiB */
 
 typedef struct link {
     pthread_mutex_t lock;
@@ -78,6 +79,8 @@ typedef struct sim {
     pthread_cond_t workers_done;
     link_t h2d, d2h;
     pthread_mutex_t event_lock;
+    double vmm_ns_per_byte;  /* sim_vmm_us_per_mib, per byte */
+    pthread_mutex_t vmm_lock; /* one unmap or set_access pays its time at a time */
 } sim_t;
 
 typedef struct sim_stream sim_stream_t;
@@ -541,21 +544,36 @@ static lms_status_t sim_map(void *self, dev_addr_t va, dev_block_t block)
     return LMS_OK;
 }
 
+/* The driver's host time of an unmap or a set_access of size bytes, as
+ * LMS_SIM_VMM_US_PER_MIB models it: on an H100 both cost about 8-15 us per
+ * MiB, whatever the size, and calls on several threads take turns
+ * (docs/gpu-results.md). */
+static void vmm_cost(sim_t *sim, size_t size)
+{
+    if (sim->vmm_ns_per_byte == 0)
+        return;
+    pthread_mutex_lock(&sim->vmm_lock);
+    base_sleep_until_ns(base_now_ns() + (uint64_t)(sim->vmm_ns_per_byte * (double)size));
+    pthread_mutex_unlock(&sim->vmm_lock);
+}
+
 static lms_status_t sim_set_access(void *self, dev_addr_t va, size_t size)
 {
-    (void)self;
+    sim_t *sim = self;
     if (mprotect(as_ptr(va), size, PROT_READ | PROT_WRITE) != 0) {
         int err = errno;
         mprotect(as_ptr(va), size, PROT_NONE); /* a failed mprotect may have done a part */
         return sys_fail("mprotect for access", err);
     }
+    vmm_cost(sim, size);
     return LMS_OK;
 }
 
 static lms_status_t sim_unmap(void *self, dev_addr_t va, size_t size)
 {
-    (void)self;
+    sim_t *sim = self;
     unmap_range(va, size);
+    vmm_cost(sim, size);
     return LMS_OK;
 }
 
@@ -587,6 +605,7 @@ static void sim_close(void *self)
     free(sim->free_blocks);
     pthread_mutex_destroy(&sim->lock);
     pthread_mutex_destroy(&sim->event_lock);
+    pthread_mutex_destroy(&sim->vmm_lock);
     pthread_mutex_destroy(&sim->h2d.lock);
     pthread_mutex_destroy(&sim->d2h.lock);
     free(sim);
@@ -646,6 +665,11 @@ static lms_status_t check_config(const dev_config_t *cfg)
                              i ? "D2H" : "H2D", gbps, SIM_MIN_GBPS, SIM_MAX_GBPS,
                              i ? "D2H" : "H2D");
     }
+    if (!(cfg->sim_vmm_us_per_mib >= 0 && cfg->sim_vmm_us_per_mib <= SIM_MAX_VMM_US_PER_MIB))
+        return base_fail(LMS_ERR_INVALID,
+                         "sim: %g us per MiB of unmap or set_access must be between 0 and %g "
+                         "(LMS_SIM_VMM_US_PER_MIB)",
+                         cfg->sim_vmm_us_per_mib, SIM_MAX_VMM_US_PER_MIB);
     return LMS_OK;
 }
 
@@ -692,6 +716,8 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
     pthread_mutex_init(&sim->d2h.lock, NULL);
     sim->h2d.bytes_per_ns = cfg->sim_h2d_gbps; /* 1 GB/s = 1 byte/ns */
     sim->d2h.bytes_per_ns = cfg->sim_d2h_gbps;
+    sim->vmm_ns_per_byte = cfg->sim_vmm_us_per_mib * 1e3 / (double)(1u << 20);
+    pthread_mutex_init(&sim->vmm_lock, NULL);
 
     char cap[32], gran[32];
     *info = (dev_info_t){

@@ -185,10 +185,40 @@ Test(sim, bad_settings_are_refused)
         c.sim_d2h_gbps = bad_gbps[i];
         TEST_FAILS(LMS_ERR_INVALID, dev_open(&c, &dev));
     }
+    double bad_vmm[] = {-1, 1e9, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad_vmm / sizeof *bad_vmm; i++) {
+        c = base;
+        c.sim_vmm_us_per_mib = bad_vmm[i];
+        TEST_FAILS(LMS_ERR_INVALID, dev_open(&c, &dev));
+    }
     c = base;
     c.backend = "opencl";
     TEST_FAILS(LMS_ERR_INVALID, dev_open(&c, &dev));
     cr_assert_null(dev);
+}
+
+Test(sim, unmap_and_set_access_take_the_modelled_host_time)
+{
+    dev_config_t cfg = test_config();
+    cfg.backend = "sim";
+    cfg.sim_memory = 64 * BASE_MiB;
+    cfg.sim_vmm_us_per_mib = 1000; /* 1 ms per MiB */
+    dev_device_t *dev = test_open(&cfg);
+    test_run_t run = test_run_map(dev, 2); /* maps and sets access: one cost */
+    size_t mib = run.size / BASE_MiB;
+    uint64_t t0 = base_now_ns();
+    TEST_OK(dev_unmap(dev, run.base, run.size));
+    double unmap_ms = (double)(base_now_ns() - t0) / 1e6;
+    for (size_t b = 0; b < run.size / dev->info.granularity; b++)
+        TEST_OK(dev_map(dev, run.base + b * dev->info.granularity, run.blocks[b]));
+    t0 = base_now_ns();
+    TEST_OK(dev_set_access(dev, run.base, run.size));
+    double access_ms = (double)(base_now_ns() - t0) / 1e6;
+    /* at least the modelled time (sleeps end late, never early) */
+    cr_assert_geq(unmap_ms, (double)mib, "unmap of %zu MiB took %.2f ms", mib, unmap_ms);
+    cr_assert_geq(access_ms, (double)mib, "set_access of %zu MiB took %.2f ms", mib, access_ms);
+    test_run_unmap(dev, &run);
+    dev_close(dev);
 }
 
 Test(sim, a_small_granularity_works)
