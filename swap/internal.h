@@ -110,6 +110,7 @@ typedef struct state {
     size_t hold_waiters;          /* threads waiting for holds to end */
     pthread_cond_t unheld;
     size_t low, high;             /* reclaim watermarks, in blocks */
+    size_t piece;                 /* chunks remapped and copied as one step (Note [Pipelined swaps]) */
     pthread_t reclaimer;
     pthread_cond_t wake;
     bool reclaimer_started, stop;

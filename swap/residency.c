@@ -55,6 +55,25 @@
  * least as many slots as it took blocks, so the access finishes whenever the
  * room lms.h promises is kept; it fails only when what it needs is pinned or
  * held elsewhere.
+ *
+ * Note [Pipelined swaps]
+ * Through the VMM API a swap costs host time besides the copies: the unmap
+ * of what leaves a block, and the set_access of what arrives, about as much
+ * per byte as the copy itself on an H100, and the driver does one call at a
+ * time (docs/gpu-results.md). So an access overlaps them with the copies, a
+ * piece (S->piece chunks, 16 MiB by default) at a time:
+ *   - evictions are queued in runs of at most a piece, so they end, and are
+ *     unmapped, a piece at a time;
+ *   - while evictions are in flight, make_room settles one of them per step
+ *     and, once a piece's worth of blocks is free, hands them back at once
+ *     (an early step) instead of waiting for all: bring_in maps and fetches
+ *     those while the rest are still being copied out;
+ *   - bring_in sets access and queues the copies in a piece at a time, so
+ *     each piece's copy runs while the next piece is made accessible.
+ * An early step takes only chunks whose failure later would lose nothing
+ * (UNBACKED ones, and HOST ones it fetches; not those about to be
+ * overwritten, whose host copy must stay until the access succeeds); one
+ * that finds none makes the next make_room wait for everything instead.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +82,7 @@
 #include "swap/internal.h"
 
 #define MAX_RUN 64 /* chunks evicted in one copy */
+#define PIECE_BYTES (16u << 20) /* a step of a pipelined swap, by default (Note [Pipelined swaps]) */
 #define ALL_STREAMS UINT64_MAX
 
 /* ---- the calling thread's access window ---------------------------------- */
@@ -413,14 +433,15 @@ static bool later_ended(xfer_t *x)
     return false;
 }
 
-/* Settles the copies that have finished. A copy whose event fails to say
- * stays in flight: its chunks are kept as they are, and the failure is
- * returned (the first one). */
-static lms_status_t progress(void)
+/* Settles the copies that have finished, at most `most` of each direction
+ * (an eviction's unmap is a step of a pipelined swap: Note [Pipelined
+ * swaps]). A copy whose event fails to say stays in flight: its chunks are
+ * kept as they are, and the failure is returned (the first one). */
+static lms_status_t progress_upto(size_t most)
 {
     lms_status_t failed = LMS_OK;
     for (int dir = 0; dir < 2; dir++)
-        while (S->xfers[dir] != NULL) {
+        for (size_t done = 0; S->xfers[dir] != NULL && done < most; done++) {
             xfer_t *x = S->xfers[dir];
             if (fence_xfer(x, false) != LMS_OK && !later_ended(x))
                 break; /* cannot tell yet whether it has ended */
@@ -438,23 +459,27 @@ static lms_status_t progress(void)
     return failed;
 }
 
-/* Waits, lock dropped, for x to end, and settles what has; fails when x's
- * end cannot be known (Note [Unfenced copies]). */
-static lms_status_t wait_xfer(xfer_t *x)
+static lms_status_t progress(void) { return progress_upto(SIZE_MAX); }
+
+/* Waits, lock dropped, for x to end, and settles what has (at most `most`
+ * copies of each direction); fails when x's end cannot be known (Note
+ * [Unfenced copies]). */
+static lms_status_t wait_xfer(xfer_t *x, size_t most)
 {
     lms_status_t st = fence_xfer(x, true);
     if (st != LMS_OK)
         return st;
     if (!x->done)
         swap_wait_unlocked(x->event);
-    return progress();
+    return progress_upto(most);
 }
 
-/* wait_xfer on the oldest copy in flight (d2h first); LMS_OK if none. */
-static lms_status_t wait_oldest(void)
+/* wait_xfer on the oldest copy in flight (d2h first), settling at most
+ * `most` of each direction; LMS_OK if none. */
+static lms_status_t wait_oldest(size_t most)
 {
     xfer_t *x = S->xfers[1] != NULL ? S->xfers[1] : S->xfers[0];
-    return x != NULL ? wait_xfer(x) : LMS_OK;
+    return x != NULL ? wait_xfer(x, most) : LMS_OK;
 }
 
 /* ---- eviction ---------------------------------------------------------------- */
@@ -545,11 +570,11 @@ static lms_status_t evict_run(size_t first, size_t *np)
 }
 
 /* The longest run around victim v of evictable chunks like it, at most
- * `want` chunks (and MAX_RUN). */
+ * `want` chunks (and a piece: Note [Pipelined swaps]). */
 static void run_around(size_t v, size_t want, size_t *first, size_t *n)
 {
     bool clean = S->ch[v].clean;
-    size_t lo = v, hi = v + 1, cap = want < 1 ? 1 : want > MAX_RUN ? MAX_RUN : want;
+    size_t lo = v, hi = v + 1, cap = want < 1 ? 1 : want > S->piece ? S->piece : want;
     while (hi - lo < cap && hi < S->nchunks && evictable(hi) && S->ch[hi].clean == clean)
         hi++;
     while (hi - lo < cap && lo > 0 && evictable(lo - 1) && S->ch[lo - 1].clean == clean)
@@ -603,7 +628,7 @@ static void *reclaim_main(void *arg)
         size_t headroom = 2 * S->high * S->chunk;
         if (hu.registered < hu.limit && hu.registered - hu.allocated < headroom)
             (void)hostpool_reserve(S->host, headroom);
-        if (S->evicting > 0 && S->xfers[1] != NULL && wait_oldest() == LMS_OK)
+        if (S->evicting > 0 && S->xfers[1] != NULL && wait_oldest(SIZE_MAX) == LMS_OK)
             continue;
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -656,6 +681,8 @@ lms_status_t resid_init(void)
     size_t high = S->cfg.reclaim_high ? S->cfg.reclaim_high / chunk : S->budget / 16;
     S->low = low < 1 ? 1 : low;
     S->high = high <= S->low ? S->low + 1 : high;
+    size_t piece = (S->cfg.swap_piece ? S->cfg.swap_piece : PIECE_BYTES) / chunk;
+    S->piece = piece < 1 ? 1 : piece > MAX_RUN ? MAX_RUN : piece;
     if (pthread_cond_init(&S->wake, NULL) != 0 || pthread_cond_init(&S->unheld, NULL) != 0)
         return base_fail(LMS_ERR_SYSTEM, "lms_init: pthread_cond_init failed");
     lms_status_t st = dev_stream_create(S->dev, DEV_PRIORITY_HIGH, &S->h2d);
@@ -758,7 +785,7 @@ void resid_dead(alloc_chunks_t dead)
 
 /* ---- access ---------------------------------------------------------------------- */
 
-enum { NEED_DATA = 1, WRITES = 2, OVER_HOST = 16 }; /* 4 and 8: bring_in's */
+enum { NEED_DATA = 1, WRITES = 2, OVER_HOST = 16, ACCESSIBLE = 32 }; /* 4 and 8: bring_in's */
 
 /* Chunk c was mapped onto a block for an access that failed, and holds no
  * data yet: gives the block back, leaving c in state `was` (UNBACKED, or
@@ -859,14 +886,20 @@ static void wait_for_holds(void)
  * it waits; the chunks are held, so they stay allocated and are not evicted,
  * but their states may change meanwhile. When an eviction needs a host slot
  * and none is left, *partial says how many of the chunks' HOST chunks to
- * fetch first (Note [Swap exchange]); else it is 0 and all of them fit. */
-static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_t *partial)
+ * fetch first (Note [Swap exchange]). With `early`, while evictions are in
+ * flight and a piece's worth of blocks is free, it returns at once with
+ * *partial = the blocks free and *early set: an early step (Note [Pipelined
+ * swaps]). Else *partial is 0 and all of them fit. */
+static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_t *partial,
+                              bool *early)
 {
     uint64_t t0 = 0;
     lms_status_t st = LMS_OK;
     *partial = 0;
+    /* pipelining, one eviction's unmap per step; else all that have ended */
+    size_t most = early != NULL ? 1 : SIZE_MAX;
     for (int syncs = 0, tries = 0;;) {
-        (void)progress();
+        (void)progress_upto(most);
         size_t need = blocks_needed(u, n), have = unmapped_blocks();
         if (need <= have)
             break;
@@ -890,7 +923,12 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
         /* a copy in flight frees a block, or leaves a chunk evictable (a
          * fetched one, or one touched while it was being evicted) */
         if (started > 0 || S->xfers[0] != NULL || S->xfers[1] != NULL) {
-            if ((st = wait_oldest()) != LMS_OK)
+            if (early != NULL && have >= S->piece) {
+                *partial = have;
+                *early = true;
+                break;
+            }
+            if ((st = wait_oldest(most)) != LMS_OK)
                 break;
             continue;
         }
@@ -918,31 +956,80 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
     return st;
 }
 
-/* Maps and fetches what the unique, sorted chunks u[0..n) need (with
- * `partial` > 0: that many of the HOST ones only); on failure undoes the
- * maps it made. */
-static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial)
+/* Whether bring_in takes a block for chunk c this round: every chunk that
+ * needs one in the last round (partial == 0); HOST ones only in an exchange
+ * step (Note [Swap exchange]); in an early step (Note [Pipelined swaps])
+ * those whose failure later would lose nothing: UNBACKED ones, and HOST
+ * ones whose data is fetched (not those about to be overwritten). */
+static bool takes_block(const chunk_t *k, size_t partial, bool early)
 {
+    if (k->state != UNBACKED && k->state != HOST)
+        return false;
+    if (partial == 0)
+        return true;
+    if (!early)
+        return k->state == HOST;
+    return k->state == UNBACKED || (k->acc & NEED_DATA);
+}
+
+/* Copies in the fetches of the newly mapped chunks u[i..j) (one run of
+ * consecutive chunks), a run of consecutive host copies at a time, onto *x
+ * (made on first use); marks them copied. */
+static lms_status_t fetch_piece(const uint32_t *u, size_t i, size_t j, xfer_t **x,
+                                size_t *first_fetch, size_t *last_fetch)
+{
+    lms_status_t st = LMS_OK;
+    while (i < j && st == LMS_OK) {
+        chunk_t *k = &S->ch[u[i]];
+        if (k->state != HOST || !(k->acc & NEED_DATA)) {
+            i++;
+            continue;
+        }
+        size_t e = i + 1;
+        while (e < j && S->ch[u[e]].state == HOST && (S->ch[u[e]].acc & NEED_DATA) &&
+               S->ch[u[e]].host == S->ch[u[e - 1]].host + S->chunk)
+            e++;
+        if (*x == NULL && (st = xfer_new(x)) != LMS_OK)
+            break;
+        st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(u[i]), k->host, (e - i) * S->chunk);
+        if (st == LMS_OK) {
+            for (size_t m = i; m < e; m++)
+                S->ch[u[m]].acc |= 8; /* copied */
+            *first_fetch = *first_fetch < u[i] ? *first_fetch : u[i];
+            *last_fetch = u[e - 1];
+        }
+        i = e;
+    }
+    return st;
+}
+
+/* Maps and fetches what the unique, sorted chunks u[0..n) need (with
+ * `partial` > 0: that many of them, chosen by takes_block); *brought says
+ * how many it mapped. Access is set and the copies in queued a piece at a
+ * time, so that the copy of one piece runs while the next is made
+ * accessible (Note [Pipelined swaps]). On failure it undoes the maps whose
+ * chunks no copy fills. */
+static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, size_t *brought)
+{
+    *brought = 0;
+    size_t to_map = 0;
+    for (size_t i = 0; i < n; i++)
+        to_map += takes_block(&S->ch[u[i]], partial, early);
+    if (partial > 0 && to_map > partial)
+        to_map = partial;
     /* every block first: unmapping a cached chunk may fail, and must not
      * leave chunks of this access mapped that a rollback then must unmap */
-    if (unmapped_blocks() < n) {
-        size_t to_map = blocks_needed(u, n);
-        if (partial > 0 && to_map > partial)
-            to_map = partial;
-        while (unmapped_blocks() < to_map) {
-            lms_status_t st = uncache_one();
-            if (st != LMS_OK)
-                return st;
-        }
+    while (unmapped_blocks() < to_map) {
+        lms_status_t st = uncache_one();
+        if (st != LMS_OK)
+            return st;
     }
     lms_status_t st = LMS_OK;
     size_t mapped = 0; /* u[0..mapped) were looked at; those newly mapped have acc bit 4 */
-    for (size_t taken = 0; mapped < n && st == LMS_OK; mapped++) {
+    for (size_t taken = 0; mapped < n && taken < to_map && st == LMS_OK; mapped++) {
         size_t c = u[mapped];
         chunk_t *k = &S->ch[c];
-        if (k->state != UNBACKED && k->state != HOST)
-            continue;
-        if (partial > 0 && (k->state != HOST || taken == partial))
+        if (!takes_block(k, partial, early))
             continue;
         dev_block_t b;
         if ((st = take_block(&b)) != LMS_OK)
@@ -957,57 +1044,32 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial)
         k->acc |= 4;
         taken++;
     }
-    /* one set_access per run of newly mapped chunks */
+    *brought = mapped;
+    /* a piece of consecutive newly mapped chunks at a time: access, then its
+     * copies in, which run while the next piece is made accessible */
+    size_t first_fetch = SIZE_MAX, last_fetch = 0;
+    xfer_t *x = NULL;
     for (size_t i = 0; i < mapped && st == LMS_OK;) {
         if (!(S->ch[u[i]].acc & 4)) {
             i++;
             continue;
         }
         size_t j = i + 1;
-        while (j < mapped && (S->ch[u[j]].acc & 4) && u[j] == u[j - 1] + 1)
+        while (j < mapped && j - i < S->piece && (S->ch[u[j]].acc & 4) && u[j] == u[j - 1] + 1)
             j++;
-        st = dev_set_access(S->dev, chunk_addr(u[i]), (j - i) * S->chunk);
-        i = j;
-    }
-    if (st != LMS_OK) {
-        for (size_t i = 0; i < mapped; i++) {
-            chunk_t *k = &S->ch[u[i]];
-            if (!(k->acc & 4))
-                continue;
-            k->acc &= (uint8_t)~4;
-            unmap_unused(u[i], k->state);
-        }
-        return st;
-    }
-    /* copy in, a run of chunks with consecutive host copies at a time */
-    size_t first_fetch = SIZE_MAX, last_fetch = 0;
-    xfer_t *x = NULL;
-    for (size_t i = 0; i < n && st == LMS_OK;) {
-        chunk_t *k = &S->ch[u[i]];
-        if (!(k->acc & 4) || k->state != HOST || !(k->acc & NEED_DATA)) {
-            i++;
-            continue;
-        }
-        size_t j = i + 1;
-        while (j < n && u[j] == u[j - 1] + 1 && (S->ch[u[j]].acc & 4) && S->ch[u[j]].state == HOST &&
-               (S->ch[u[j]].acc & NEED_DATA) && S->ch[u[j]].host == S->ch[u[j - 1]].host + S->chunk)
-            j++;
-        if (x == NULL && (st = xfer_new(&x)) != LMS_OK)
+        if ((st = dev_set_access(S->dev, chunk_addr(u[i]), (j - i) * S->chunk)) != LMS_OK)
             break;
-        st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(u[i]), S->ch[u[i]].host, (j - i) * S->chunk);
-        if (st == LMS_OK) {
-            for (size_t m = i; m < j; m++)
-                S->ch[u[m]].acc |= 8; /* copied */
-            first_fetch = first_fetch < u[i] ? first_fetch : u[i];
-            last_fetch = u[j - 1];
-        }
+        for (size_t m = i; m < j; m++)
+            S->ch[u[m]].acc |= ACCESSIBLE;
+        st = fetch_piece(u, i, j, &x, &first_fetch, &last_fetch);
         i = j;
     }
     if (first_fetch != SIZE_MAX)
         xfer_start(x, first_fetch, last_fetch + 1 - first_fetch, false);
     else
         xfer_discard(x);
-    for (size_t i = 0; i < n; i++) {
+    size_t kept = 0;
+    for (size_t i = 0; i < mapped; i++) {
         size_t c = u[i];
         chunk_t *k = &S->ch[c];
         if (!(k->acc & 4))
@@ -1018,19 +1080,24 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial)
             k->clean = false;
             S->stats.fetches++;
             S->stats.bytes_h2d += S->chunk;
-        } else if (k->state == HOST && (st != LMS_OK || (k->acc & NEED_DATA))) {
-            /* its copy failed, or the access fails and will not overwrite
-             * it: its host copy stays the data; give the block back */
-            unmap_unused(c, HOST);
+            kept++;
+        } else if (!(k->acc & ACCESSIBLE) ||
+                   (k->state == HOST && (st != LMS_OK || (k->acc & NEED_DATA)))) {
+            /* mapped without access, or its copy failed, or the access fails
+             * and will not overwrite it: give the block back (a HOST chunk's
+             * host copy stays its data) */
+            unmap_unused(c, k->state);
         } else {
             /* mapped for an overwrite: its host copy goes once the access
              * has succeeded (resid_access), or it goes back (undo_overwrites) */
             if (k->state == HOST)
                 k->acc |= OVER_HOST;
             k->state = RESIDENT;
+            kept++;
         }
-        k->acc &= (uint8_t)~(4 | 8);
+        k->acc &= (uint8_t)~(4 | 8 | ACCESSIBLE);
     }
+    *brought = kept;
     return st;
 }
 
@@ -1112,11 +1179,13 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     /* from make_room's return on, the lock stays held until the chunks are
      * settled; a partial step (Note [Swap exchange]) goes round again */
     lms_status_t st;
-    for (size_t partial = 1; partial > 0;) {
-        if ((st = make_room(op, u, nu, &partial)) != LMS_OK)
+    for (size_t partial = 1, brought = 1; partial > 0;) {
+        /* an early step that could bring nothing in waits the next time */
+        bool early = false;
+        if ((st = make_room(op, u, nu, &partial, brought > 0 ? &early : NULL)) != LMS_OK)
             return st;
-        mark_needs(r, n, pin, partial > 0);
-        if ((st = bring_in(u, nu, partial)) != LMS_OK)
+        mark_needs(r, n, pin, partial > 0 && !early);
+        if ((st = bring_in(u, nu, partial, early, &brought)) != LMS_OK)
             return st;
     }
     /* wait for copies into the chunks, and for one out of a chunk about to
@@ -1164,7 +1233,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
             i++;
             continue;
         }
-        if ((st = wait_xfer(x)) != LMS_OK) { /* its end cannot be known: not pinned */
+        if ((st = wait_xfer(x, SIZE_MAX)) != LMS_OK) { /* its end cannot be known: not pinned */
             for (size_t j = 0; j < nu; j++)
                 if (--S->ch[u[j]].pins == 0)
                     S->pinned--;

@@ -31,6 +31,8 @@ typedef struct swap_config {
     size_t reclaim_high;    /* bytes; 0: device limit / 16 (at least low + one chunk) */
     size_t thread_cache;    /* bytes of small frees a thread keeps for its own
                                reuse (Note [Thread caches]); 0: no caches */
+    size_t swap_piece;      /* bytes remapped and copied as one step of a swap
+                               (Note [Pipelined swaps]); 0: 16 MiB */
     bool stats_at_exit;     /* LMS_STATS=1 */
 } swap_config_t;
 

@@ -42,6 +42,7 @@ static swap_config_t config(size_t host_chunks, bool faults)
     cfg.host_limit = host_chunks * chunk;
     cfg.reclaim_low = chunk;
     cfg.reclaim_high = HIGH_CHUNKS * chunk;
+    cfg.swap_piece = 2 * chunk; /* pipelined swaps in steps of 2 chunks: often, at this size */
     return cfg;
 }
 
