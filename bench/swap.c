@@ -605,10 +605,13 @@ static void print_row(int dir, size_t run, const throttle_t *th, const samples_t
            "\"set_access\":%llu",
            (unsigned long long)c->d2h, (unsigned long long)c->h2d, (unsigned long long)c->map,
            (unsigned long long)c->unmap, (unsigned long long)c->set_access);
-    printf(",\"device_limit\":%zu,\"reclaim_low\":%zu,\"reclaim_high\":%zu,\"throttle\":\"%s\"",
-           (R + L) * chunk, L * chunk, H * chunk, th->source);
+    const base_options_t *o = base_options();
+    printf(",\"device_limit\":%zu,\"reclaim_low\":%zu,\"reclaim_high\":%zu,\"swap_piece\":%llu,"
+           "\"throttle\":\"%s\"",
+           (R + L) * chunk, L * chunk, H * chunk, (unsigned long long)o->swap_piece, th->source);
     if (strcmp(info.backend, "sim") == 0)
-        printf(",\"sim_h2d_gbps\":%g,\"sim_d2h_gbps\":%g", th->h2d, th->d2h);
+        printf(",\"sim_h2d_gbps\":%g,\"sim_d2h_gbps\":%g,\"sim_vmm_us_per_mib\":%g", th->h2d,
+               th->d2h, o->sim_vmm_us_per_mib);
     printf(",%s}\n", machine);
     fflush(stdout);
 }

@@ -305,6 +305,7 @@ void swap_config_from_options(swap_config_t *cfg)
         .reclaim_low = o->reclaim_low,
         .reclaim_high = o->reclaim_high,
         .thread_cache = o->thread_cache,
+        .swap_piece = o->swap_piece,
         .stats_at_exit = o->stats != 0,
     };
     dev_config_from_options(&cfg->device);
