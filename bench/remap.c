@@ -37,6 +37,14 @@
  *   bench/swap's copies), speedup its ratio to one thread's. Says whether
  *   the driver lets remaps on several threads overlap.
  *
+ * copying: the same as busy, for one-block chunks, but the chain is of
+ *   copies between x and registered host memory (what evictions and fetches
+ *   do), of 16 MiB (lms's piece) or of all of x, each way, on a normal or a
+ *   high-priority stream (lms's copy streams are high): adds
+ *   "copy_ms_alone", "copy_ms_busy", "copy_slowdown", "copies",
+ *   "copy_bytes", "copy_direction" and "copy_stream". Says whether remaps slow down, or
+ *   slow the link, while a copy engine is busy.
+ *
  * The chain is calibrated to about 200 ms (50 with --quick): one axpy is
  * timed (after one untimed) and repeated. On sim, kernels are host functions on the stream's
  * worker thread, so "busy" there measures the host, not a GPU.
@@ -136,16 +144,31 @@ static struct {
     dev_addr_t x, y;
     size_t n;      /* floats in x and in y */
     int launches;  /* a chain's length */
+    void *host;    /* registered host memory as large as x, for the copies */
+    int copies;    /* a chain's length in copies */
+    bool copying;  /* chains are of copies, not of kernels: */
+    bool copy_h2d; /* host to x, else x to host */
+    size_t copy_bytes;
+    dev_stream_t *high; /* a high-priority stream, as lms's copy streams */
+    bool on_high;       /* the copies go there */
 } k;
 
-/* Runs a chain of k.launches axpys and returns its time in ms; with s, remaps
- * the chunk into s until the chain is done. */
+/* Runs a chain of k.launches axpys (or k.copies D2H copies of x) and returns
+ * its time in ms; with s, remaps the chunk into s until the chain is done. */
 static double chain(samples_t *s)
 {
     uint64_t t0 = base_now_ns();
-    for (int i = 0; i < k.launches; i++)
-        check(dev_axpy(dev, k.stream, k.n, 1.0f, k.x, k.y), "dev_axpy");
-    check(dev_event_record(dev, k.done, k.stream), "dev_event_record");
+    for (int i = 0; i < (k.copying ? k.copies : k.launches); i++)
+        if (k.copying && k.copy_h2d)
+            check(dev_copy_h2d(dev, k.on_high ? k.high : k.stream, k.x, k.host, k.copy_bytes),
+                  "dev_copy_h2d");
+        else if (k.copying)
+            check(dev_copy_d2h(dev, k.on_high ? k.high : k.stream, k.host, k.x, k.copy_bytes),
+                  "dev_copy_d2h");
+        else
+            check(dev_axpy(dev, k.stream, k.n, 1.0f, k.x, k.y), "dev_axpy");
+    check(dev_event_record(dev, k.done, k.copying && k.on_high ? k.high : k.stream),
+          "dev_event_record");
     lms_status_t st;
     while ((st = dev_event_query(dev, k.done)) == LMS_NOT_READY)
         if (s != NULL)
@@ -216,6 +239,14 @@ static void parallel_rows(dev_addr_t va)
     }
 }
 
+/* A chain's length from one link's time: about 200 ms (50 with --quick). */
+static int chain_length(double one_ms)
+{
+    double chain_ms = quick ? 50 : 200;
+    int n = one_ms > 0 ? (int)(chain_ms / one_ms) : MAX_LAUNCHES;
+    return n < 1 ? 1 : n > MAX_LAUNCHES ? MAX_LAUNCHES : n;
+}
+
 static double chain_median(samples_t *s)
 {
     double t[REPS];
@@ -238,10 +269,16 @@ static void print_row(const char *which, const samples_t *s, double alone_ms, do
            which, chunk.size, chunk.size / dev->info.granularity, n, total, c->total[0],
            c->total[n - 1], bench_median(c->unmap, n), bench_median(c->map, n),
            bench_median(c->access, n), total / ((double)chunk.size / (double)BASE_MiB));
-    if (busy_ms > 0)
+    if (busy_ms > 0 && !k.copying)
         printf(",\"kernel_ms_alone\":%.2f,\"kernel_ms_busy\":%.2f,\"kernel_slowdown\":%.3f,"
                "\"kernel_launches\":%d",
                alone_ms, busy_ms, busy_ms / alone_ms, k.launches);
+    if (busy_ms > 0 && k.copying)
+        printf(",\"copy_ms_alone\":%.2f,\"copy_ms_busy\":%.2f,\"copy_slowdown\":%.3f,"
+               "\"copies\":%d,\"copy_bytes\":%zu,\"copy_direction\":\"%s\","
+               "\"copy_stream\":\"%s\"",
+               alone_ms, busy_ms, busy_ms / alone_ms, k.copies, k.copy_bytes,
+               k.copy_h2d ? "h2d" : "d2h", k.on_high ? "high" : "normal");
     printf(",%s}\n", machine);
     fflush(stdout);
     free(c);
@@ -298,13 +335,16 @@ int main(int argc, char **argv)
     check(dev_fill(dev, k.stream, k.x, 2 * vec, 1), "dev_fill"); /* no NaNs from garbage */
     check(dev_stream_synchronize(dev, k.stream), "dev_stream_synchronize");
 
-    /* Calibrate the chain: one axpy, after an untimed one. */
+    k.host = aligned_alloc(BASE_MiB, vec);
+    if (k.host == NULL)
+        die("aligned_alloc");
+    memset(k.host, 0, vec);
+    check(dev_host_register(dev, k.host, vec), "dev_host_register");
+
+    /* Calibrate the kernel chain: one axpy, after an untimed one. */
     k.launches = 1;
     chain(NULL);
-    double one = chain(NULL);
-    double chain_ms = quick ? 50 : 200;
-    k.launches = one > 0 ? (int)(chain_ms / one) : MAX_LAUNCHES;
-    k.launches = k.launches < 1 ? 1 : k.launches > MAX_LAUNCHES ? MAX_LAUNCHES : k.launches;
+    k.launches = chain_length(chain(NULL));
 
     samples_t *s = malloc(sizeof *s);
     if (s == NULL)
@@ -325,9 +365,34 @@ int main(int argc, char **argv)
             remap_once(&chunk, s);
         print_row("busy", s, alone, busy);
     }
+    /* copying: one-block chunks beside copies of 16 MiB and of all of x,
+     * each way, on a normal and a high-priority stream */
+    check(dev_stream_create(dev, DEV_PRIORITY_HIGH, &k.high), "dev_stream_create");
+    check(dev_unmap(dev, chunk.at[chunk.cur], chunk.size), "dev_unmap");
+    map_at(&chunk, 0, g);
+    k.copying = true;
+    for (int high = 0; high < 2; high++)
+        for (int h2d = 0; h2d < 2; h2d++)
+            for (int big = 0; big < 2; big++) {
+                k.on_high = high;
+                k.copy_h2d = h2d;
+                k.copy_bytes = big ? vec : vec < 16 * BASE_MiB ? vec : 16 * BASE_MiB;
+                k.copies = 1;
+                chain(NULL);
+                k.copies = chain_length(chain(NULL));
+                double alone = chain_median(NULL);
+                s->n = 0;
+                double busy = chain_median(s);
+                if (s->n == 0)
+                    remap_once(&chunk, s);
+                print_row("copying", s, alone, busy);
+            }
+    k.copying = false;
     free(s);
     parallel_rows(k.y + vec);
     free(kb);
+    check(dev_host_unregister(dev, k.host), "dev_host_unregister");
+    free(k.host);
     dev_close(dev); /* unmaps, releases the blocks and the reservation */
     return 0;
 }
