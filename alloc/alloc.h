@@ -8,14 +8,19 @@
  * Glossary
  *   chunk   granularity bytes of the range, the unit of residency. Chunk i
  *           covers offsets [i * chunk_size, (i + 1) * chunk_size).
- *   large   an allocation of at least large_threshold bytes: a run of whole
- *           chunks of its own, placed best fit (smallest free run that fits,
- *           lowest offset among equals) and coalesced with its free
- *           neighbours when released.
- *   small   a smaller allocation: a slot of its size class in a slab, a chunk
- *           cut into equal slots. Classes are 256-byte multiples up to 2 KiB,
- *           then 8 per doubling, so that a request of 2 KiB or more wastes at
- *           most 12.5% (below 2 KiB, cudaMalloc's 256-byte alignment rules).
+ *   large   an allocation of at least large_threshold bytes (8 chunks by
+ *           default), or of a size class served by runs (see small): a run
+ *           of whole chunks of its own, placed best fit (smallest free run
+ *           that fits, lowest offset among equals) and coalesced with its
+ *           free neighbours when released.
+ *   small   a smaller allocation: a slot of its size class in a slab, a run
+ *           of 1..16 chunks cut into equal slots, as few chunks as leave at
+ *           most 1/16 of the slab unused (alloc.c: Note [Slab geometry]); a
+ *           class that would have one slot per slab is served by runs.
+ *           Classes are 256-byte multiples up to 2 KiB, then 8 per doubling,
+ *           so that a request of 2 KiB or more wastes at most 12.5% (below
+ *           2 KiB, cudaMalloc's 256-byte alignment rules). A slot may
+ *           straddle chunks.
  *   cached  a small allocation freed into a thread cache (swap/tcache.c):
  *           no allocation any more (lookups and frees of it fail), but its
  *           slot stays taken and alloc_usage still counts it as live, until
@@ -44,20 +49,25 @@
 typedef struct alloc alloc_t;
 
 /* Small size classes are numbered 0 .. ALLOC_MAX_CLASSES - 1. */
-#define ALLOC_MAX_CLASSES 96
+#define ALLOC_MAX_CLASSES 128
 
 typedef struct alloc_config {
-    size_t chunk_size;      /* a power of two, at least 4 KiB */
+    size_t chunk_size;      /* a power of two, 4 KiB..128 MiB */
     size_t nchunks;         /* chunks in the range */
-    size_t large_threshold; /* 0: half a chunk; else at least 4 KiB, at most a chunk */
+    size_t large_threshold; /* 0: 8 chunks; else at least 4 KiB, at most 16 chunks */
 } alloc_config_t;
 
 lms_status_t alloc_create(const alloc_config_t *cfg, alloc_t **out);
+
+/* Whether alloc_create takes large_threshold with chunks of chunk_size. */
+bool alloc_large_threshold_ok(size_t chunk_size, size_t large_threshold);
 void alloc_destroy(alloc_t *a);
 
-/* What a call changed in the chunk table: the chunks [first, first + n) went
- * from free to used (alloc_place) or from used to free (alloc_release).
- * n is 0 when no chunk changed (a slot in an existing slab). */
+/* What a call changed in the chunks in use: the chunks [first, first + n)
+ * came into use (alloc_place) or went out of it (alloc_release). A chunk is
+ * in use while it holds bytes of a run, or of a taken slot (live, cached or
+ * freed); a slab's other chunks hold only address space, and cost a caller
+ * that backs chunks in use nothing. n is 0 when no chunk changed. */
 typedef struct alloc_chunks {
     size_t first, n;
 } alloc_chunks_t;
@@ -65,6 +75,10 @@ typedef struct alloc_chunks {
 /* Places an allocation of size > 0 bytes; *offset is 256-aligned.
  * LMS_ERR_OUT_OF_MEMORY (with a message) when no free run is large enough. */
 lms_status_t alloc_place(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t *used);
+
+/* Places it as a run of whole chunks of its own, whatever its size: for a
+ * caller that has room for the run but not for a new slab of its class. */
+lms_status_t alloc_place_run(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t *used);
 
 /* Undoes the alloc_place that returned offset (for a caller that could not
  * back it): the space is free again at once. */
@@ -84,11 +98,13 @@ lms_status_t alloc_mark_freed(alloc_t *a, size_t base, size_t *size);
 void alloc_revive(alloc_t *a, size_t base, size_t request);
 
 /* Makes the freed allocation at base free space. A slab left empty is kept
- * while it is its class's only one. */
+ * while it is its class's only one (its chunks out of use, their addresses
+ * kept). */
 void alloc_release(alloc_t *a, size_t base, alloc_chunks_t *freed);
 
-/* Gives back the chunk of one kept empty slab; false if there is none. */
-bool alloc_trim_one(alloc_t *a, alloc_chunks_t *freed);
+/* Gives the addresses of one kept empty slab back to the free runs; false if
+ * there is none. */
+bool alloc_trim_one(alloc_t *a);
 
 /* The size class of a small request, and its slot size; -1 for a large one.
  * Two requests with the same class (or the same chunk count, when large) can
@@ -130,7 +146,7 @@ size_t alloc_cached_freed(alloc_t *a, size_t base);
 typedef struct alloc_usage {
     size_t live_bytes;     /* usable bytes of live (and cached) allocations */
     size_t live_count;     /* live (and cached) allocations */
-    size_t used_chunks;    /* chunks not free: holding live or freed allocations */
+    size_t used_chunks;    /* chunks in use (see alloc_chunks_t) */
     size_t peak_used_chunks;
     size_t free_runs;      /* runs of free chunks: fragmentation */
     size_t largest_free_run; /* in chunks */

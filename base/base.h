@@ -73,7 +73,7 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "pinned host memory to swap to; 0 = half the memory of the GPU's NUMA node")          \
     X(va_reserve, size, "0", NULL, "address range reserved; 0 = 4 x (device + host limit)") \
     X(large_threshold, size, "0", NULL,                                                      \
-      "allocations this large get whole chunks of their own; 0 = half a chunk")             \
+      "allocations this large get whole chunks of their own; 0 = 8 chunks")                \
     X(preallocate, int, "0", NULL, "1: create every device block of the limit at init")     \
     X(swap, int, "1", NULL,                                                                  \
       "0: no swapping: the device limit is hard and lms_malloc backs memory at once")      \

@@ -346,8 +346,14 @@ int main(int argc, char **argv)
      * a hidden-1024 model (multiples of 2 MiB), both fitting a 4 GiB device */
     const gpt_t gpts[] = {{"gpt-h768", 12, 768, 12, 512, 2, 50257},
                           {"gpt-h1024", 6, 1024, 16, 512, 2, 50257}};
-    for (size_t i = 0; i < sizeof gpts / sizeof *gpts; i++)
+    for (size_t i = 0; i < sizeof gpts / sizeof *gpts; i++) {
+        /* each workload on a fresh lms, as a training process starts: the
+         * rows above leave slots in thread caches and slabs kept empty */
+        lms_shutdown();
+        if (lms_init() != LMS_OK)
+            die("lms_init");
         fragmentation_row(&gpts[i], quick ? 1 : 3);
+    }
     lms_shutdown();
     return 0;
 }

@@ -444,6 +444,11 @@ static lms_status_t init_locked(const swap_config_t *cfg)
         goto fail;
     alloc_config_t ac = {.chunk_size = chunk, .nchunks = S->nchunks,
                          .large_threshold = cfg->large_threshold};
+    if (!alloc_large_threshold_ok(chunk, ac.large_threshold)) { /* known only now */
+        base_log(BASE_LOG_WARN, "LMS_LARGE_THRESHOLD=%zu: must be 4 KiB..16 chunks (%zu bytes); "
+                 "using the default, 8 chunks", ac.large_threshold, 16 * chunk);
+        ac.large_threshold = 0;
+    }
     if ((st = alloc_create(&ac, &S->alloc)) != LMS_OK)
         goto fail;
     if ((st = resid_init()) != LMS_OK)
@@ -553,7 +558,16 @@ static lms_status_t place(size_t size, size_t *offset)
     if (u.used_chunks > S->capacity) {
         alloc_chunks_t freed;
         alloc_unplace(S->alloc, *offset, &freed);
-        return LMS_ERR_OUT_OF_MEMORY; /* the caller writes the message */
+        /* A new slab of several chunks may not fit where a run for this
+         * request alone would (Note [Slab geometry]): then a run it is. */
+        size_t run = (size + S->chunk - 1) / S->chunk;
+        if (used.n <= run || alloc_place_run(S->alloc, size, offset, &used) != LMS_OK)
+            return LMS_ERR_OUT_OF_MEMORY; /* the caller writes the message */
+        alloc_usage(S->alloc, &u);
+        if (u.used_chunks > S->capacity) {
+            alloc_unplace(S->alloc, *offset, &freed);
+            return LMS_ERR_OUT_OF_MEMORY;
+        }
     }
     resid_placed(used);
     if (!S->cfg.swap && used.n > 0) { /* a hard limit: backed now, like cudaMalloc */
@@ -605,8 +619,8 @@ lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
         if (attempt == 2)
             wait_for_fences();
         lms_status_t collected = collect_all(attempt > 0, false);
-        for (alloc_chunks_t freed; attempt > 0 && alloc_trim_one(S->alloc, &freed);)
-            resid_freed(freed); /* kept empty slabs */
+        while (attempt > 0 && alloc_trim_one(S->alloc)) { /* kept empty slabs' addresses */
+        }
         st = place(size, &offset);
         if (st == LMS_ERR_OUT_OF_MEMORY && collected != LMS_OK)
             st = collected; /* the reason more could not be freed */

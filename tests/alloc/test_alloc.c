@@ -44,56 +44,108 @@ static void free_now(size_t off)
 Test(alloc, size_classes_waste_at_most_an_eighth_above_2_KiB)
 {
     size_t prev = 0;
-    for (size_t size = 1; size < CHUNK / 2; size += 1 + size / 97) {
+    for (size_t size = 1; size < 8 * CHUNK; size += 1 + size / 97) {
         size_t usable = alloc_usable_size(a, size);
         cr_assert(usable >= size && usable % 256 == 0, "size %zu -> %zu", size, usable);
         if (size > 2048)
             cr_assert((double)(usable - size) / (double)size <= 0.125, "size %zu -> %zu", size,
                       usable);
         int cls = alloc_class_of(a, size);
-        cr_assert(cls >= 0 && cls < ALLOC_MAX_CLASSES, "size %zu is small", size);
+        cr_assert(cls < ALLOC_MAX_CLASSES);
+        if (size < CHUNK / 2)
+            cr_assert(cls >= 0, "size %zu is small", size);
+        if (cls < 0) /* a class served by runs: a run wastes no more than its slab would */
+            cr_assert((double)((size + CHUNK - 1) / CHUNK * CHUNK - size) / (double)size <= 0.25,
+                      "size %zu takes a run", size);
         cr_assert(usable >= prev, "classes grow with size");
         cr_assert_eq(alloc_usable_size(a, usable), usable, "a class's own size stays in it");
         prev = usable;
     }
-    cr_assert_eq(alloc_class_of(a, CHUNK / 2), -1, "half a chunk is large");
+    cr_assert_eq(alloc_class_of(a, CHUNK), -1, "a chunk is a run's");
     cr_assert_eq(alloc_class_of(a, 3 * CHUNK), -1);
+    cr_assert_eq(alloc_class_of(a, 8 * CHUNK), -1, "8 chunks or more are large");
+    cr_assert_geq(alloc_class_of(a, CHUNK / 2), 0, "half a chunk is small");
+    cr_assert_geq(alloc_class_of(a, CHUNK + CHUNK / 8), 0, "so is 1.125 chunks");
 }
 
-Test(alloc, every_allocation_is_aligned_and_large_ones_own_whole_chunks)
+Test(alloc, a_large_threshold_of_half_a_chunk_gives_whole_chunks_from_there)
 {
-    srand(7);
-    for (int i = 0; i < 2000; i++) {
-        size_t size = 1 + (size_t)rand() % (i % 10 == 0 ? 3 * CHUNK : 70000);
-        size_t off;
-        alloc_chunks_t used;
-        if (alloc_place(a, size, &off, &used) != LMS_OK)
-            break;
-        cr_assert_eq(off % 256, 0);
-        if (alloc_class_of(a, size) < 0) {
-            cr_assert_eq(off % CHUNK, 0);
-            cr_assert_eq(used.first * CHUNK, off);
-            cr_assert_eq(used.n, (size + CHUNK - 1) / CHUNK);
-        }
+    alloc_config_t cfg = {.chunk_size = CHUNK, .nchunks = 16, .large_threshold = CHUNK / 2};
+    alloc_t *b;
+    TEST_OK(alloc_create(&cfg, &b));
+    cr_assert_eq(alloc_class_of(b, CHUNK / 2), -1, "half a chunk is large");
+    cr_assert_geq(alloc_class_of(b, CHUNK / 2 - 1), 0);
+    size_t off;
+    alloc_chunks_t used;
+    TEST_OK(alloc_place(b, CHUNK + CHUNK / 8, &off, &used));
+    cr_assert(off % CHUNK == 0 && used.n == 2, "1.125 chunks: a run of 2");
+    alloc_destroy(b);
+    for (size_t bad = 0; bad < 2; bad++) {
+        cfg.large_threshold = bad ? 4095 : 16 * CHUNK + 1;
+        TEST_FAILS(LMS_ERR_INVALID, alloc_create(&cfg, &b));
     }
 }
 
-Test(alloc, large_runs_are_placed_best_fit_and_coalesce_when_freed)
+Test(alloc, slots_over_half_a_chunk_fill_slabs_of_several_chunks)
 {
-    size_t x = place(3 * CHUNK), hole3 = place(3 * CHUNK), y = place(CHUNK),
-           hole5 = place(5 * CHUNK), z = place(CHUNK);
-    (void)x, (void)y, (void)z;
-    free_now(hole5);
-    free_now(hole3);
-    cr_assert_eq(place(3 * CHUNK), hole3, "the 3-chunk hole fits best");
-    cr_assert_eq(place(4 * CHUNK), hole5, "then the 5-chunk one");
-    free_now(hole5);
-    free_now(y);
-    free_now(z);
+    /* 1.125 MiB (GPT-2 small's 768 x 768 fp16 weights): 5 slots to a slab of
+     * 3 chunks (a tail of 6.25%), where alone each would take a chunk. A
+     * chunk comes into use with the first slot that has bytes in it. */
+    size_t size = 9 * CHUNK / 16, off[11], base, got;
+    const size_t comes_in[5] = {1, 1, 0, 1, 0}; /* slot 1 spans chunks 0-1, slot 3 1-2 */
+    alloc_chunks_t used;
+    size_t slab = 0;
+    for (int i = 0; i < 11; i++) {
+        TEST_OK(alloc_place(a, size, &off[i], &used));
+        cr_assert_eq(off[i] % 256, 0);
+        if (i % 5 == 0)
+            slab = off[i];
+        cr_assert_eq(off[i], slab + (size_t)(i % 5) * size, "slots are packed");
+        cr_assert_eq(used.n, comes_in[i % 5], "allocation %d", i);
+        if (used.n)
+            cr_assert_eq(used.first * CHUNK, (off[i] + size - 1) / CHUNK * CHUNK);
+    }
     alloc_usage_t u;
     alloc_usage(a, &u);
-    cr_assert_eq(u.free_runs, 1, "y, the 5-hole, z and the tail merged into one run");
-    cr_assert_eq(u.largest_free_run, 64 - 6);
+    cr_assert_eq(u.used_chunks, 7, "11 x 1.125 MiB in 7 chunks, not 11");
+    for (int i = 0; i < 11; i++) /* every byte of a straddling slot finds it */
+        for (size_t o = off[i]; o < off[i] + size; o += 4093) {
+            TEST_OK(alloc_find(a, o, &base, &got));
+            cr_assert(base == off[i] && got == size, "offset 0x%zx", o);
+            cr_assert(alloc_find_small(a, o, &base, &got) && base == off[i] && got == size);
+        }
+    int cls;
+    cr_assert_not_null(alloc_live_small(a, off[1], ALLOC_MAX_CLASSES, &cls));
+    cr_assert_lt(off[1] / CHUNK, (off[1] + size - 1) / CHUNK, "slot 1 straddles two chunks");
+    cr_assert_null(alloc_live_small(a, off[1] + CHUNK / 2, ALLOC_MAX_CLASSES, &cls));
+    TEST_FAILS(LMS_ERR_INVALID, alloc_mark_freed(a, off[1] + CHUNK / 2, &got));
+    cr_assert(strstr(lms_last_error(), "inside"));
+    /* a chunk goes out of use with the last slot that has bytes in it */
+    alloc_chunks_t freed;
+    size_t s1;
+    TEST_OK(alloc_mark_freed(a, off[6], &s1));
+    alloc_release(a, off[6], &freed);
+    cr_assert_eq(freed.n, 0, "slot 1's chunks still hold slots 0 and 2");
+    TEST_OK(alloc_mark_freed(a, off[5], &s1));
+    alloc_release(a, off[5], &freed);
+    cr_assert(freed.n == 1 && freed.first * CHUNK == off[5], "slot 0 was the last in chunk 0");
+    for (int i = 7; i < 10; i++) /* the second slab empties: its chunks go out of use */
+        free_now(off[i]);
+    alloc_usage(a, &u);
+    cr_assert_eq(u.used_chunks, 4);
+    for (int i = 0; i < 5; i++)
+        free_now(off[i]);
+    free_now(off[10]); /* the last of its class: kept, in use by nothing */
+    alloc_usage(a, &u);
+    cr_assert_eq(u.used_chunks, 0);
+    cr_assert_eq(u.free_runs, 2, "the kept slab keeps its addresses");
+    cr_assert_eq(place(size), off[10], "and is used again");
+    free_now(off[10]);
+    cr_assert(alloc_trim_one(a));
+    cr_assert_not(alloc_trim_one(a));
+    alloc_usage(a, &u);
+    cr_assert_eq(u.free_runs, 1);
+    cr_assert_eq(u.largest_free_run, 64);
 }
 
 Test(alloc, freeing_everything_leaves_one_free_run)
@@ -112,16 +164,17 @@ Test(alloc, freeing_everything_leaves_one_free_run)
         free_now(offs[i]);
     for (int i = n - 2; i >= 0; i -= 2)
         free_now(offs[i]);
-    alloc_chunks_t trimmed;
+    alloc_usage_t u;
+    alloc_usage(a, &u);
+    cr_assert_eq(u.used_chunks, 0, "kept empty slabs hold no chunk in use");
     int kept = 0;
-    while (alloc_trim_one(a, &trimmed))
+    while (alloc_trim_one(a))
         kept++;
     cr_assert(kept > 0 && kept <= ALLOC_MAX_CLASSES, "at most one empty slab kept per class");
-    alloc_usage_t u;
     alloc_usage(a, &u);
     cr_assert_eq(u.live_count, 0);
     cr_assert_eq(u.live_bytes, 0);
-    cr_assert_eq(u.used_chunks, 0, "empty slabs gave their chunks back");
+    cr_assert_eq(u.used_chunks, 0);
     cr_assert_eq(u.free_runs, 1);
     cr_assert_eq(u.largest_free_run, 64);
 }
@@ -255,15 +308,15 @@ Test(alloc, placement_is_deterministic_across_instances_and_processes)
 
 Test(alloc, a_revived_large_allocation_takes_its_new_size)
 {
-    size_t p = place(CHUNK + 256), size, base;
+    size_t p = place(8 * CHUNK + 256), size, base;
     TEST_OK(alloc_mark_freed(a, p, &size));
-    alloc_revive(a, p, 2 * CHUNK); /* same chunk count, larger request */
-    TEST_OK(alloc_find(a, p + 2 * CHUNK - 1, &base, &size));
+    alloc_revive(a, p, 9 * CHUNK); /* same chunk count, larger request */
+    TEST_OK(alloc_find(a, p + 9 * CHUNK - 1, &base, &size));
     cr_assert_eq(base, p);
-    cr_assert_eq(size, 2 * CHUNK);
+    cr_assert_eq(size, 9 * CHUNK);
     alloc_usage_t u;
     alloc_usage(a, &u);
-    cr_assert_eq(u.live_bytes, 2 * CHUNK);
+    cr_assert_eq(u.live_bytes, 9 * CHUNK);
 }
 
 Test(alloc, an_emptied_slab_is_kept_only_while_it_is_its_classes_only_one)
@@ -280,14 +333,18 @@ Test(alloc, an_emptied_slab_is_kept_only_while_it_is_its_classes_only_one)
     alloc_usage_t u;
     alloc_usage(a, &u);
     cr_assert_eq(u.used_chunks, 1, "the emptied slab gave its chunk back at once");
+    cr_assert_eq(u.free_runs, 2, "and its addresses");
     for (size_t i = per + 1; i < n; i++)
         free_now(offs[i]);
     alloc_usage(a, &u);
-    cr_assert_eq(u.used_chunks, 1, "the last slab of the class is kept");
-    alloc_chunks_t freed;
-    cr_assert(alloc_trim_one(a, &freed));
-    cr_assert_eq(freed.n, 1);
-    cr_assert_not(alloc_trim_one(a, &freed));
+    cr_assert_eq(u.used_chunks, 0, "the last slab of the class is kept, its chunk out of use");
+    cr_assert_eq(u.free_runs, 2);
+    cr_assert_eq(place(4096), offs[per], "a kept slab is used again");
+    free_now(offs[per]);
+    cr_assert(alloc_trim_one(a));
+    cr_assert_not(alloc_trim_one(a));
+    alloc_usage(a, &u);
+    cr_assert_eq(u.free_runs, 1, "trimmed: its addresses are back");
     free(offs);
 }
 
@@ -380,7 +437,7 @@ Test(alloc, every_slot_of_a_slab_has_a_flag_of_its_own)
 
 Test(alloc, the_lock_free_lookup_agrees_with_alloc_find)
 {
-    size_t sizes[] = {100, 700, 3000, 5000, 40000, 300000, 3 * CHUNK};
+    size_t sizes[] = {100, 3000, 40000, 300000, CHUNK + 1000, 3 * CHUNK / 2, 3 * CHUNK};
     size_t off[64];
     int n = 0;
     for (int r = 0; r < 9; r++)
@@ -393,7 +450,7 @@ Test(alloc, the_lock_free_lookup_agrees_with_alloc_find)
             cr_assert(alloc_cache(alloc_live_small(a, off[i], ALLOC_MAX_CLASSES, &(int){0})));
     alloc_usage_t u;
     alloc_usage(a, &u);
-    for (size_t o = 0; o < 8 * CHUNK; o += 40) {
+    for (size_t o = 0; o < u.peak_used_chunks * CHUNK; o += 40) {
         size_t b1 = 0, s1 = 0, b2 = 0, s2 = 0;
         bool slow = alloc_find(a, o, &b1, &s1) == LMS_OK;
         bool fast = alloc_find_small(a, o, &b2, &s2);

@@ -349,13 +349,13 @@ Test(lms, a_reused_allocation_reports_its_new_size)
 {
     lms_stream_t a;
     TEST_OK(lms_stream_create(&a)); /* two streams: frees are pending, reused in place */
-    void *p = must_malloc(chunk + 256, a), *base;
+    void *p = must_malloc(8 * chunk + 256, a), *base; /* large: a run of 9 chunks */
     TEST_OK(lms_free(p, a));
-    void *q = must_malloc(2 * chunk, a);
+    void *q = must_malloc(9 * chunk, a);
     cr_assert_eq(q, p, "same chunk count: reused at once on its stream");
     size_t size;
-    TEST_OK(lms_allocation_of((char *)q + 2 * chunk - 1, &base, &size));
-    cr_assert_eq(size, 2 * chunk);
+    TEST_OK(lms_allocation_of((char *)q + 9 * chunk - 1, &base, &size));
+    cr_assert_eq(size, 9 * chunk);
 }
 
 /* ---- threads ---- */
