@@ -470,7 +470,8 @@ static bool slab_slot(const alloc_t *a, size_t offset, slab_t **s, size_t *slot)
 
 /* ---- the contract ------------------------------------------------------------- */
 
-lms_status_t alloc_place_run(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t *used)
+/* Places size bytes as a run of whole chunks of their own. */
+static lms_status_t place_run(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t *used)
 {
     *used = (alloc_chunks_t){0, 0};
     if (size > a->nchunks * a->chunk_size)
@@ -500,7 +501,7 @@ lms_status_t alloc_place(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t
 {
     int cls = alloc_class_of(a, size);
     if (cls < 0)
-        return alloc_place_run(a, size, offset, used);
+        return place_run(a, size, offset, used);
     slab_t *s = NULL;
     uint32_t p = a->classes[cls].partial;
     if (p != NONE) {

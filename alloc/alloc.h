@@ -72,13 +72,11 @@ typedef struct alloc_chunks {
     size_t first, n;
 } alloc_chunks_t;
 
-/* Places an allocation of size > 0 bytes; *offset is 256-aligned.
+/* Places an allocation of size > 0 bytes; *offset is 256-aligned. It brings
+ * no more chunks into use than a run of its own would: a slab takes its
+ * lowest free slot, so only that slot's last chunks can be new.
  * LMS_ERR_OUT_OF_MEMORY (with a message) when no free run is large enough. */
 lms_status_t alloc_place(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t *used);
-
-/* Places it as a run of whole chunks of its own, whatever its size: for a
- * caller that has room for the run but not for a new slab of its class. */
-lms_status_t alloc_place_run(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t *used);
 
 /* Undoes the alloc_place that returned offset (for a caller that could not
  * back it): the space is free again at once. */

@@ -558,16 +558,7 @@ static lms_status_t place(size_t size, size_t *offset)
     if (u.used_chunks > S->capacity) {
         alloc_chunks_t freed;
         alloc_unplace(S->alloc, *offset, &freed);
-        /* A new slab of several chunks may not fit where a run for this
-         * request alone would (Note [Slab geometry]): then a run it is. */
-        size_t run = (size + S->chunk - 1) / S->chunk;
-        if (used.n <= run || alloc_place_run(S->alloc, size, offset, &used) != LMS_OK)
-            return LMS_ERR_OUT_OF_MEMORY; /* the caller writes the message */
-        alloc_usage(S->alloc, &u);
-        if (u.used_chunks > S->capacity) {
-            alloc_unplace(S->alloc, *offset, &freed);
-            return LMS_ERR_OUT_OF_MEMORY;
-        }
+        return LMS_ERR_OUT_OF_MEMORY; /* the caller writes the message */
     }
     resid_placed(used);
     if (!S->cfg.swap && used.n > 0) { /* a hard limit: backed now, like cudaMalloc */

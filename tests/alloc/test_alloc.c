@@ -148,6 +148,29 @@ Test(alloc, slots_over_half_a_chunk_fill_slabs_of_several_chunks)
     cr_assert_eq(u.largest_free_run, 64);
 }
 
+Test(alloc, a_slot_never_brings_more_chunks_into_use_than_a_run_would)
+{
+    /* callers check the limit on what a request brings into use */
+    size_t live[48] = {0};
+    srand(11);
+    for (int i = 0; i < 20000; i++) {
+        int k = rand() % 48;
+        alloc_chunks_t c;
+        if (live[k]) {
+            free_now(live[k] - 1);
+            live[k] = 0;
+            continue;
+        }
+        size_t size = CHUNK / 4 + (size_t)rand() % (4 * CHUNK), off;
+        if (alloc_place(a, size, &off, &c) != LMS_OK)
+            continue;
+        cr_assert_leq(c.n, (size + CHUNK - 1) / CHUNK, "%zu bytes brought %zu chunks", size, c.n);
+        if (c.n)
+            cr_assert(c.first * CHUNK < off + size && (c.first + c.n) * CHUNK > off);
+        live[k] = off + 1;
+    }
+}
+
 Test(alloc, freeing_everything_leaves_one_free_run)
 {
     size_t offs[300];

@@ -149,6 +149,18 @@ Test(lms, small_allocations_share_chunks_within_the_limit)
         TEST_OK(lms_free(p[i], NULL));
 }
 
+Test(lms, an_out_of_range_large_threshold_warns_and_keeps_the_default)
+{
+    lms_shutdown();
+    swap_config_t cfg = small_config();
+    cfg.large_threshold = 17 * chunk; /* at most 16 chunks */
+    TEST_OK(swap_init(&cfg));
+    void *p = must_malloc(chunk / 4, NULL), *q = must_malloc(chunk / 4, NULL), *base;
+    size_t size;
+    TEST_OK(lms_allocation_of(q, &base, &size));
+    cr_assert_eq((char *)q - (char *)p, (ptrdiff_t)size, "a quarter chunk is small: packed");
+}
+
 Test(lms, bad_frees_are_rejected_and_lose_nothing)
 {
     void *p = must_malloc(5000, NULL), *big = must_malloc(2 * chunk, NULL);
