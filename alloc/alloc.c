@@ -506,10 +506,12 @@ lms_status_t alloc_place(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t
     uint32_t p = a->classes[cls].partial;
     if (p != NONE) {
         s = slab_at(a, p);
-    } else {
-        lms_status_t st = slab_new(a, cls, &s);
-        if (st != LMS_OK)
-            return st;
+    } else if (slab_new(a, cls, &s) != LMS_OK) {
+        /* no room in the range for a slab of several chunks: a run of the
+         * request's own chunks may still fit */
+        return a->classes[cls].chunks > (size + a->chunk_size - 1) >> a->chunk_shift
+                   ? place_run(a, size, offset, used)
+                   : LMS_ERR_OUT_OF_MEMORY;
     }
     size_t slot = slab_take(a, s, used);
     *offset = ((size_t)s->chunk << a->chunk_shift) + slot * a->classes[cls].slot_size;

@@ -74,7 +74,8 @@ typedef struct alloc_chunks {
 
 /* Places an allocation of size > 0 bytes; *offset is 256-aligned. It brings
  * no more chunks into use than a run of its own would: a slab takes its
- * lowest free slot, so only that slot's last chunks can be new.
+ * lowest free slot, so only that slot's last chunks can be new. When the
+ * range has no room for a new slab of its class, it is placed as a run.
  * LMS_ERR_OUT_OF_MEMORY (with a message) when no free run is large enough. */
 lms_status_t alloc_place(alloc_t *a, size_t size, size_t *offset, alloc_chunks_t *used);
 

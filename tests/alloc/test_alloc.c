@@ -171,6 +171,20 @@ Test(alloc, a_slot_never_brings_more_chunks_into_use_than_a_run_would)
     }
 }
 
+Test(alloc, a_request_whose_slab_finds_no_room_in_the_range_takes_a_run)
+{
+    size_t filler = place(63 * CHUNK), off;
+    (void)filler;
+    alloc_chunks_t used;
+    TEST_OK(alloc_place(a, 9 * CHUNK / 16, &off, &used)); /* its slab would take 3 */
+    cr_assert(off == 63 * CHUNK && used.first == 63 && used.n == 1, "a run of its own chunk");
+    size_t base, size;
+    TEST_OK(alloc_find(a, off + 100, &base, &size));
+    cr_assert(base == off && size == 9 * CHUNK / 16);
+    cr_assert_eq(alloc_class_at(a, off), -1, "freed as the run it is");
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, alloc_place(a, 9 * CHUNK / 16, &off, &used));
+}
+
 Test(alloc, freeing_everything_leaves_one_free_run)
 {
     size_t offs[300];
