@@ -73,6 +73,8 @@ typedef struct chunk {
     uint32_t holds;     /* open access windows that name it */
     uint32_t pins;
     uint32_t stamp;     /* the last access that looked at it */
+    uint32_t early;     /* the access whose early step mapped it, until one
+                           that names it succeeds (Note [Pipelined swaps]) */
     uint64_t streams;   /* stream slots that used it (bit 63: slots >= 63) */
     uint8_t state;
     uint8_t acc;        /* the current access's needs (residency.c) */
@@ -80,6 +82,9 @@ typedef struct chunk {
     bool drop_host;     /* drop the host copy once xfer is done */
     bool free;          /* free in alloc/ */
     bool on_lru;
+    bool broken;        /* RESIDENT, but neither accessible nor holding its
+                           data (residency.c: unmap_unused): repaired before
+                           any use, never evicted */
 } chunk_t;
 
 typedef struct state {
@@ -106,6 +111,7 @@ typedef struct state {
     size_t evicting;              /* chunks EVICTING */
     hostpool_t *host;
     uint32_t stamp;
+    uint32_t accesses;            /* resid_back calls: each one's id */
     size_t holds_total;           /* of all chunks */
     size_t hold_waiters;          /* threads waiting for holds to end */
     pthread_cond_t unheld;
@@ -177,6 +183,9 @@ HIDDEN lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, s
 HIDDEN lms_status_t resid_unpin(const lms_range_t *r);
 HIDDEN void resid_stats(lms_stats_t *out);
 HIDDEN bool resid_window_open(void);
+/* The calling thread's count of chunks in its window (resid_window_open is
+ * *count > 0), for its thread cache to read without a call. */
+HIDDEN const size_t *resid_window_count(void);
 
 static inline dev_addr_t chunk_addr(size_t c) { return S->base + (dev_addr_t)c * S->chunk; }
 

@@ -74,6 +74,13 @@
  * (UNBACKED ones, and HOST ones it fetches; not those about to be
  * overwritten, whose host copy must stay until the access succeeds); one
  * that finds none makes the next make_room wait for everything instead.
+ * What an early step maps is held, like the rest of the access, so two
+ * threads could each map part of what they need and wait for the other's
+ * blocks: an access that finds nothing to evict while others hold chunks
+ * gives back what its early steps mapped and not yet used (give_back_early;
+ * unmapped, their data is still their host copy or none) and takes no more
+ * early steps. Chunks an access keeps go on the LRU at once, so that one
+ * that fails later leaves them evictable.
  * Not yet exploited: on the H100, set_access is about 34 times slower while
  * a D2H copy is in flight (40 us per 2 MiB beside an H2D one, 30 idle), so
  * an early step that sets access beside evictions still in flight pays for
@@ -95,6 +102,8 @@ typedef struct window {
     uint64_t generation; /* of the state its holds belong to */
     uint32_t *chunks;
     size_t n, cap;
+    uint32_t access;     /* the current resid_back's id (chunk_t.early) */
+    bool no_early;       /* it gave back its early steps: it takes no more */
 } window_t;
 
 static __thread window_t W;
@@ -114,6 +123,8 @@ static void window_exit(void *arg)
 static void window_key_create(void) { (void)pthread_key_create(&window_key, window_exit); }
 
 bool resid_window_open(void) { return W.n > 0; }
+
+const size_t *resid_window_count(void) { return &W.n; }
 
 void resid_close_window(void)
 {
@@ -263,6 +274,7 @@ static void set_resident(size_t c, dev_block_t b)
     S->ch[c].block = b;
     S->ch[c].state = RESIDENT;
     S->ch[c].clean = false;
+    S->ch[c].broken = false;
     if (++S->resident * S->chunk > S->stats.peak_resident_bytes)
         S->stats.peak_resident_bytes = S->resident * S->chunk;
 }
@@ -272,6 +284,7 @@ static void set_unbacked(size_t c, uint8_t state)
     S->pool[S->npool++] = S->ch[c].block;
     S->ch[c].block = 0;
     S->ch[c].state = state;
+    S->ch[c].broken = false;
     S->resident--;
 }
 
@@ -491,7 +504,8 @@ static lms_status_t wait_oldest(size_t most)
 static bool evictable(size_t c)
 {
     const chunk_t *k = &S->ch[c];
-    return k->state == RESIDENT && k->xfer == NULL && k->holds == 0 && k->pins == 0 && !k->free;
+    return k->state == RESIDENT && k->xfer == NULL && k->holds == 0 && k->pins == 0 &&
+           !k->free && !k->broken;
 }
 
 /* Makes the d2h stream wait for the work queued so far on every stream that
@@ -795,12 +809,14 @@ enum { NEED_DATA = 1, WRITES = 2, OVER_HOST = 16, ACCESSIBLE = 32 }; /* 4 and 8:
  * data yet: gives the block back, leaving c in state `was` (UNBACKED, or
  * HOST: its host copy is its data). Should the driver refuse the unmap too,
  * c stays mapped and becomes an ordinary resident chunk instead: made
- * accessible, and refilled from its host copy (FETCHING). Only if that
- * fails as well is what it held lost, and that is logged as an error. */
+ * accessible, and refilled from its host copy (FETCHING). Should that fail
+ * as well, c is left broken: resident, keeping its host copy, never evicted,
+ * and repaired (this again) before any access uses it (repair_broken). */
 static void unmap_unused(size_t c, uint8_t was)
 {
     chunk_t *k = &S->ch[c];
     if (dev_unmap(S->dev, chunk_addr(c), S->chunk) == LMS_OK) {
+        lru_remove(c);
         set_unbacked(c, was);
         return;
     }
@@ -821,14 +837,29 @@ static void unmap_unused(size_t c, uint8_t was)
         S->stats.fetches++;
         S->stats.bytes_h2d += S->chunk;
     }
-    /* Known gap: if set_access failed here too, the chunk stays mapped
-     * without access, and an eviction's copy or a kernel faults on it. On a
-     * GPU three failures in a row mean a dead context; the fault layer's
-     * random failures can make them (tests/swap/test_swap.c spares
-     * set_access in its every-op test for this reason). */
-    if (st != LMS_OK)
-        base_log(BASE_LOG_ERROR, "lms: the chunk at 0x%llx could neither be unmapped (%s) nor "
-                 "restored: %s", (unsigned long long)chunk_addr(c), why, lms_last_error());
+    if (st != LMS_OK) {
+        k->broken = true;
+        base_log(BASE_LOG_WARN, "lms: the chunk at 0x%llx could neither be unmapped (%s) nor "
+                 "made usable (%s); it is retried at its next access",
+                 (unsigned long long)chunk_addr(c), why, lms_last_error());
+    }
+}
+
+/* Repairs the broken chunks among u[0..n) (unmap_unused again); fails,
+ * leaving them broken, if the driver still refuses. */
+static lms_status_t repair_broken(const char *op, const uint32_t *u, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        chunk_t *k = &S->ch[u[i]];
+        if (!k->broken)
+            continue;
+        k->broken = false;
+        unmap_unused(u[i], k->host != NULL ? HOST : UNBACKED);
+        if (k->broken)
+            return base_fail(LMS_ERR_DEVICE, "%s: the chunk at 0x%llx cannot be made usable: %s",
+                             op, (unsigned long long)chunk_addr(u[i]), lms_last_error());
+    }
+    return LMS_OK;
 }
 
 /* A failed access gives the chunks it mapped over their host copy back. */
@@ -883,6 +914,29 @@ static void wait_for_holds(void)
     S->hold_waiters++;
     pthread_cond_timedwait(&S->unheld, &swap_lock, &until);
     S->hold_waiters--;
+}
+
+/* Gives back the blocks this thread's current access mapped in early steps
+ * and has not used: fetched ones whose copy has landed (their host copy is
+ * their data) and UNBACKED ones (no data). No other access that named them
+ * has succeeded since (it clears chunk_t.early), so nothing wrote them. */
+static size_t give_back_early(const uint32_t *u, size_t n)
+{
+    size_t freed = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t c = u[i];
+        chunk_t *k = &S->ch[c];
+        if (k->early != W.access || k->state != RESIDENT || k->xfer != NULL || k->free ||
+            k->pins > 0 || (k->host != NULL && !k->clean))
+            continue;
+        if (dev_unmap(S->dev, chunk_addr(c), S->chunk) != LMS_OK)
+            continue; /* it stays, resident */
+        k->early = 0;
+        lru_remove(c);
+        set_unbacked(c, k->host != NULL ? HOST : UNBACKED);
+        freed++;
+    }
+    return freed;
 }
 
 /* Makes the blocks the chunks u[0..n) need obtainable (free_blocks),
@@ -947,8 +1001,13 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
             st = est;
             break;
         }
-        /* nothing evictable: other threads' windows may close soon */
+        /* nothing evictable: other threads' windows may close soon; what
+         * this access's early steps hold may be what they wait for */
         if (S->holds_total > W.n && tries++ < 1000) {
+            if (!W.no_early) {
+                W.no_early = true;
+                (void)give_back_early(u, n);
+            }
             wait_for_holds();
             continue;
         }
@@ -1082,6 +1141,8 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
             k->state = FETCHING;
             k->xfer = x;
             k->clean = false;
+            k->early = early ? W.access : 0;
+            lru_touch(c); /* evictable once it lands, should the access fail */
             S->stats.fetches++;
             S->stats.bytes_h2d += S->chunk;
             kept++;
@@ -1096,7 +1157,9 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
              * has succeeded (resid_access), or it goes back (undo_overwrites) */
             if (k->state == HOST)
                 k->acc |= OVER_HOST;
+            k->early = early && k->state == UNBACKED ? W.access : 0;
             k->state = RESIDENT;
+            lru_touch(c);
             kept++;
         }
         k->acc &= (uint8_t)~(4 | 8 | ACCESSIBLE);
@@ -1180,13 +1243,19 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
         S->ch[u[i]].holds++;
     W.n = nu;
     S->holds_total += nu;
+    if ((W.access = ++S->accesses) == 0)
+        W.access = ++S->accesses;
+    W.no_early = false;
+    lms_status_t st = repair_broken(op, u, nu);
+    if (st != LMS_OK)
+        return st;
     /* from make_room's return on, the lock stays held until the chunks are
      * settled; a partial step (Note [Swap exchange]) goes round again */
-    lms_status_t st;
     for (size_t partial = 1, brought = 1; partial > 0;) {
         /* an early step that could bring nothing in waits the next time */
         bool early = false;
-        if ((st = make_room(op, u, nu, &partial, brought > 0 ? &early : NULL)) != LMS_OK)
+        if ((st = make_room(op, u, nu, &partial, brought > 0 && !W.no_early ? &early : NULL)) !=
+            LMS_OK)
             return st;
         mark_needs(r, n, pin, partial > 0 && !early);
         if ((st = bring_in(u, nu, partial, early, &brought)) != LMS_OK)
@@ -1223,6 +1292,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
             drop_host(c);
         }
         k->acc &= (uint8_t)~OVER_HOST;
+        k->early = 0; /* used from here on: no longer the early step's to give back */
         if (s != NULL)
             k->streams |= bit;
         if (pin && k->pins++ == 0)

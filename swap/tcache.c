@@ -66,6 +66,7 @@ typedef struct tcache {
     size_t va_size;
     const alloc_t *alloc;
     size_t bytes, limit;
+    const size_t *window; /* the thread's resid_window_count() */
     int ncls, capcls; /* classes cached; bins allocated */
     tc_bin_t bins[];
 } tcache_t;
@@ -96,7 +97,7 @@ bool tc_malloc(void **ptr, size_t size, lms_stream_t stream)
     if (size > __atomic_load_n(&small_max, __ATOMIC_RELAXED))
         return false; /* large: not even a look at the cache */
     tcache_t *t = T;
-    if (!keyed_here(t, stream) || size == 0 || resid_window_open())
+    if (!keyed_here(t, stream) || size == 0 || *t->window != 0)
         return false;
     int cls = alloc_class_of(t->alloc, size);
     if (cls < 0 || cls >= t->ncls || t->bins[cls].n == 0)
@@ -112,7 +113,7 @@ bool tc_malloc(void **ptr, size_t size, lms_stream_t stream)
 bool tc_free(void *ptr, lms_stream_t stream)
 {
     tcache_t *t = T;
-    if (!keyed_here(t, stream) || resid_window_open())
+    if (!keyed_here(t, stream) || *t->window != 0)
         return false;
     size_t off;
     if (!offset_in(t->base, t->va_size, ptr, &off))
@@ -136,7 +137,7 @@ bool tc_lookup(const void *ptr, void **base, size_t *size)
 {
     tcache_t *t = T;
     if (t == NULL || t->epoch != __atomic_load_n(&swap_epoch, __ATOMIC_ACQUIRE) ||
-        resid_window_open())
+        *t->window != 0)
         return false;
     size_t off, b;
     if (!offset_in(t->base, t->va_size, ptr, &off) || !alloc_find_small(t->alloc, off, &b, size))
@@ -210,6 +211,7 @@ static tcache_t *cache_for(int ncls)
         base_meta_free(t);
     }
     n->capcls = ncls;
+    n->window = resid_window_count();
     T = n;
     return n;
 }

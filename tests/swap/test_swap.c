@@ -671,6 +671,78 @@ Test(swap, an_overwrite_larger_than_the_free_blocks_succeeds_with_the_host_pool_
     access_with_the_host_pool_full(LMS_OVERWRITE);
 }
 
+/* Evictions slowed down (10 ms a chunk out on sim), so that an access's
+ * early steps (Note [Pipelined swaps]) run while they are in flight. */
+static void restart_slow_d2h(void)
+{
+    swap_config_t cfg = config(HOST_CHUNKS, false);
+    cfg.device.sim_d2h_gbps = 0.2;
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+}
+
+Test(swap, a_failed_access_leaves_what_its_early_steps_mapped_evictable)
+{
+    restart_slow_d2h();
+    size_t na = LIMIT_CHUNKS * chunk, nx = (LIMIT_CHUNKS + 1) * chunk;
+    void *a = must_malloc(na), *x = must_malloc(nx); /* x: more than the device */
+    fill(a, na, 70);
+    TEST_OK(lms_stream_synchronize(NULL));
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access(x, nx, LMS_OVERWRITE, NULL));
+    settled();
+    /* a fits the device, nothing is pinned, x is not in use: it reads back */
+    EXPECT_FILLED(a, na, 70);
+}
+
+/* Two threads, each accessing 7 of the 8 chunks of a device full of other
+ * data: each fits alone, and neither may keep blocks the other waits for. */
+typedef struct early_job {
+    pthread_barrier_t *start;
+    void *p;
+    uint64_t seed;
+    lms_status_t st;
+    char msg[256];
+} early_job_t;
+
+static void *early_job(void *arg)
+{
+    early_job_t *j = arg;
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(NULL);
+    pthread_barrier_wait(j->start);
+    if ((j->st = lms_access(j->p, 7 * chunk, LMS_OVERWRITE, NULL)) == LMS_OK)
+        j->st = dev_fill(dev, ds, addr(j->p), 7 * chunk, j->seed);
+    else
+        snprintf(j->msg, sizeof j->msg, "%s", lms_last_error());
+    (void)lms_stream_synchronize(NULL); /* closes its window */
+    return NULL;
+}
+
+Test(swap, two_accesses_that_each_fit_both_succeed_while_evictions_are_in_flight)
+{
+    restart_slow_d2h();
+    size_t na = LIMIT_CHUNKS * chunk;
+    void *a = must_malloc(na);
+    fill(a, na, 70);
+    TEST_OK(lms_stream_synchronize(NULL));
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 2);
+    early_job_t j[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        j[i] = (early_job_t){.start = &start, .p = must_malloc(7 * chunk), .seed = 90 + (uint64_t)i};
+        pthread_create(&t[i], NULL, early_job, &j[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(j[i].st, LMS_OK, "thread %d: %s", i, j[i].msg);
+    for (int i = 0; i < 2; i++)
+        EXPECT_FILLED(j[i].p, 7 * chunk, 90 + (uint64_t)i);
+    EXPECT_FILLED(a, na, 70);
+}
+
 /* ---- bad input -------------------------------------------------------------- */
 
 /* The counters bad input must not move. */
@@ -1119,6 +1191,28 @@ Test(swap_faults, a_failed_set_access_on_fetch_is_returned_and_the_access_then_s
     fetch_fails_once(DEV_OP_set_access, false);
 }
 
+Test(swap_faults, a_chunk_that_can_be_neither_unmapped_nor_made_accessible_is_repaired_later)
+{
+    restart(HOST_CHUNKS, true); /* fresh: the first access creates its block */
+    void *x = must_malloc(chunk);
+    /* every set_access and unmap fails: the access's set_access, the undo's
+     * unmap, and the restore's set_access */
+    dev_fault_plan_t pl = {.op = DEV_OP_set_access, .probability = 1.0,
+                           .also = 1ull << DEV_OP_unmap, .seed = 1, .status = INJECTED};
+    TEST_OK(dev_fault_set(swap_device(), &pl));
+    TEST_FAILS(INJECTED, lms_access(x, chunk, LMS_OVERWRITE, NULL));
+    cr_assert_eq(dev_fault_calls(swap_device(), DEV_OP_set_access), 2, "set access, then restore");
+    cr_assert_eq(dev_fault_calls(swap_device(), DEV_OP_unmap), 1, "the undo");
+    TEST_FAILS(LMS_ERR_DEVICE, lms_access(x, chunk, LMS_OVERWRITE, NULL)); /* still refused */
+    cr_assert(strstr(lms_last_error(), "cannot be made usable"), "%s", lms_last_error());
+    settled(); /* nothing evicts it meanwhile (a copy out of it would fault) */
+    no_faults();
+    fill(x, chunk, 8); /* repaired: unmapped, then mapped and made accessible again */
+    EXPECT_FILLED(x, chunk, 8);
+    lms_stats_t st = stats();
+    check_invariants(&st);
+}
+
 Test(swap_faults, a_failed_event_record_on_fetch_is_returned_or_recorded_again)
 {
     fetch_fails_once(DEV_OP_event_record, true); /* Note [Unfenced copies] */
@@ -1503,15 +1597,14 @@ Test(swap_faults, random_failures_of_event_creation_lose_nothing)
 
 /* Every op lms calls, so that failures meet: a copy's event record and the
  * synchronize after it (Note [Unfenced copies]), an event's wait and the
- * query after it, an unmap and what undoes it. The test's own kernels and
- * host functions do not fail; nor does set_access: when it fails, the undo
- * is an unmap, and when that fails too, the restore is a set_access again,
- * and a third failure leaves a chunk mapped without access, which nothing
- * repairs yet (unmap_unused in residency.c). */
+ * query after it, an unmap and what undoes it, a set_access, the unmap that
+ * undoes it and the set_access that restores (a broken chunk, repaired at
+ * its next access: unmap_unused in residency.c). The test's own kernels and
+ * host functions do not fail. */
 Test(swap_faults, random_failures_of_every_op_at_once_lose_nothing)
 {
     uint64_t spared = 1ull << DEV_OP_fill | 1ull << DEV_OP_checksum | 1ull << DEV_OP_axpy |
-                      1ull << DEV_OP_host_func | 1ull << DEV_OP_set_access;
+                      1ull << DEV_OP_host_func;
     uint64_t every = ((1ull << DEV_OP_COUNT) - 1) & ~spared;
     for (uint64_t seed = 1; seed <= 6; seed++)
         random_faults(DEV_OP_map, every, 0.05, 0xa110000u + seed, true);
