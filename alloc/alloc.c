@@ -212,16 +212,7 @@ static void give_chunks(alloc_t *a, size_t first, size_t n)
 
 /* ---- size classes -------------------------------------------------------------- */
 
-/* Class index by arithmetic: 256-byte steps up to 2 KiB, then 8 per doubling. */
-static int class_index(size_t size)
-{
-    if (size <= 2048)
-        return (int)((size + ALIGN - 1) / ALIGN) - 1;
-    unsigned k = 63u - (unsigned)__builtin_clzll(size - 1); /* 2^k < size <= 2^(k+1) */
-    size_t step = (size_t)1 << (k - 3);
-    size_t within = (size - ((size_t)1 << k) + step - 1) / step - 1;
-    return 8 + (int)(k - 11) * 8 + (int)within;
-}
+static int class_index(size_t size) { return alloc_class_index(size); }
 
 /* The slab of a class of slot bytes: the fewest whole chunks (at most
  * MAX_SLAB_CHUNKS) whose tail, past the last slot, is at most 1/TAIL_WASTE of
@@ -611,8 +602,8 @@ size_t alloc_class_size(const alloc_t *a, int cls) { return a->classes[cls].slot
 /* The small slot containing offset, from what is published (no lock): its
  * class, index and live flag, and where its slab starts; false when offset's
  * chunk is no slab or it lies past the slab's last slot. */
-static bool fast_slot(const alloc_t *a, size_t offset, int *cls, uint32_t *slot, uint8_t **flag,
-                      size_t *slab)
+static inline __attribute__((always_inline)) bool
+fast_slot(const alloc_t *a, size_t offset, int *cls, uint32_t *slot, uint8_t **flag, size_t *slab)
 {
     size_t ci = offset >> a->chunk_shift;
     if (ci >= a->nchunks)

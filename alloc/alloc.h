@@ -105,6 +105,19 @@ void alloc_release(alloc_t *a, size_t base, alloc_chunks_t *freed);
  * there is none. */
 bool alloc_trim_one(alloc_t *a);
 
+/* The index of the class size falls in, by arithmetic (256-byte steps up
+ * to 2 KiB, then 8 per doubling), whether or not alloc has that class:
+ * alloc_class_of says. For a caller that knows which indices are small. */
+static inline int alloc_class_index(size_t size)
+{
+    if (size <= 2048)
+        return (int)((size + 255) / 256) - 1;
+    unsigned k = 63u - (unsigned)__builtin_clzll(size - 1); /* 2^k < size <= 2^(k+1) */
+    size_t step = (size_t)1 << (k - 3);
+    size_t within = (size - ((size_t)1 << k) + step - 1) / step - 1;
+    return 8 + (int)(k - 11) * 8 + (int)within;
+}
+
 /* The size class of a small request, and its slot size; -1 for a large one.
  * Two requests with the same class (or the same chunk count, when large) can
  * reuse each other's space. */

@@ -573,12 +573,23 @@ static lms_status_t place(size_t size, size_t *offset)
     return st;
 }
 
+/* lms_malloc and lms_free past the thread cache, out of line: the fast path
+ * then saves no registers for them. */
+static __attribute__((noinline)) lms_status_t malloc_locked(void **ptr, size_t size,
+                                                            lms_stream_t stream);
+static __attribute__((noinline)) lms_status_t free_locked(void *ptr, lms_stream_t stream);
+
 lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream)
+{
+    if (ptr != NULL && tc_malloc(ptr, size, stream))
+        return LMS_OK;
+    return malloc_locked(ptr, size, stream);
+}
+
+static lms_status_t malloc_locked(void **ptr, size_t size, lms_stream_t stream)
 {
     if (ptr == NULL)
         return base_fail(LMS_ERR_INVALID, "lms_malloc: ptr is NULL");
-    if (tc_malloc(ptr, size, stream))
-        return LMS_OK;
     *ptr = NULL;
     enter();
     lms_status_t st = ensure();
@@ -679,6 +690,11 @@ lms_status_t lms_free(void *ptr, lms_stream_t stream)
 {
     if (ptr == NULL || tc_free(ptr, stream))
         return LMS_OK;
+    return free_locked(ptr, stream);
+}
+
+static lms_status_t free_locked(void *ptr, lms_stream_t stream)
+{
     enter();
     lms_status_t st = LMS_OK;
     stream_t *s = S != NULL ? find_stream(stream) : NULL;

@@ -99,8 +99,9 @@ bool tc_malloc(void **ptr, size_t size, lms_stream_t stream)
     tcache_t *t = T;
     if (!keyed_here(t, stream) || size == 0 || *t->window != 0)
         return false;
-    int cls = alloc_class_of(t->alloc, size);
-    if (cls < 0 || cls >= t->ncls || t->bins[cls].n == 0)
+    /* the classes below ncls are all small (tc_key), so the index is the class */
+    int cls = alloc_class_index(size);
+    if (cls >= t->ncls || t->bins[cls].n == 0)
         return false;
     tc_bin_t *b = &t->bins[cls];
     b->n--;
