@@ -155,12 +155,9 @@ HIDDEN char *swap_fmt(uint64_t bytes, char *buf);
  * the allocation still cached, only when the host has no memory. */
 HIDDEN lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *live);
 
-/* tcache.c: Note [Thread caches]. tc_malloc and tc_free take no lock and
- * return false when the locked path must run; the others assume the lock. */
+/* tcache.c: Note [Thread caches]. These assume the lock; the lock-free
+ * calls are inline in swap/tcache.h. */
 HIDDEN extern uint64_t swap_epoch; /* atomic */
-HIDDEN bool tc_malloc(void **ptr, size_t size, lms_stream_t stream);
-HIDDEN bool tc_free(void *ptr, lms_stream_t stream);
-HIDDEN bool tc_lookup(const void *ptr, void **base, size_t *size); /* small ones */
 HIDDEN void tc_key(lms_stream_t stream);    /* the calling thread's cache, for stream */
 HIDDEN bool tc_free_locked(void *ptr, lms_stream_t stream); /* tc_free, keying and making room */
 HIDDEN void tc_flush(void);                 /* the calling thread's cache */

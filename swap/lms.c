@@ -47,7 +47,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "swap/internal.h"
+#include "swap/tcache.h"
 
 #define LARGE_REUSE_SCAN 64 /* pending large entries of a stream looked at for reuse */
 

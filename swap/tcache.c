@@ -2,13 +2,14 @@
  * swap/tcache.c — thread caches: lms_malloc and lms_free of small sizes
  * without the lock.
  *
- * Owns, per thread (T): the cache, from host metadata, made on the thread's
- * first locked lms_malloc or lms_free and flushed when the thread exits.
+ * Owns, per thread (tc_self): the cache, from host metadata, made on the
+ * thread's first locked lms_malloc or lms_free and flushed when the thread
+ * exits.
  *
- * Lock: the fast calls (tc_malloc, tc_free) take none and touch only the
- * calling thread's cache and, through alloc_cache/alloc_uncache, the live
- * flags of slots it owns (Note [Lock-free slots] in alloc.c). The others
- * assume swap_lock.
+ * Lock: the fast calls (tc_malloc, tc_free, tc_lookup: inline, in tcache.h)
+ * take none and touch only the calling thread's cache and, through
+ * alloc_cache/alloc_uncache, the live flags of slots it owns (Note
+ * [Lock-free slots] in alloc.c). The others assume swap_lock.
  *
  * Note [Thread caches]
  * A thread's small frees on a stream go to its cache rather than the stream's
@@ -44,108 +45,16 @@
  */
 #include <string.h>
 
-#include "swap/internal.h"
+#include "swap/tcache.h"
 
-#define TC_BIN 16     /* entries per class */
 #define TC_MIN_FIT 8  /* a class is cached when this many slots fit in the limit */
 
-typedef struct tc_bin {
-    uint32_t n;
-    uint32_t slot; /* the class's slot size */
-    struct {
-        size_t off;
-        alloc_flag_t *live;
-    } e[TC_BIN]; /* oldest first */
-} tc_bin_t;
-
-typedef struct tcache {
-    uint64_t epoch;      /* swap_epoch it was keyed under; 0: not keyed */
-    uint64_t generation; /* S->generation then */
-    lms_stream_t stream;
-    dev_addr_t base;
-    size_t va_size;
-    const alloc_t *alloc;
-    size_t bytes, limit;
-    const size_t *window; /* the thread's resid_window_count() */
-    int ncls, capcls; /* classes cached; bins allocated */
-    tc_bin_t bins[];
-} tcache_t;
-
 uint64_t swap_epoch = 1;
-static size_t small_max; /* atomic: the largest request any cache serves (0: none yet) */
-static __thread tcache_t *T;
+size_t tc_small_max; /* atomic: the largest request any cache serves (0: none yet) */
+__thread tcache_t *tc_self;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 static bool exit_key_ok;
-
-static bool keyed_here(const tcache_t *t, lms_stream_t stream)
-{
-    return t != NULL && t->stream == stream &&
-           t->epoch == __atomic_load_n(&swap_epoch, __ATOMIC_ACQUIRE);
-}
-
-/* ptr's offset in the range [base, base + size), or false. */
-static bool offset_in(dev_addr_t base, size_t size, const void *ptr, size_t *off)
-{
-    dev_addr_t a = (dev_addr_t)(uintptr_t)ptr;
-    *off = (size_t)(a - base);
-    return a >= base && *off < size;
-}
-
-bool tc_malloc(void **ptr, size_t size, lms_stream_t stream)
-{
-    if (size > __atomic_load_n(&small_max, __ATOMIC_RELAXED))
-        return false; /* large: not even a look at the cache */
-    tcache_t *t = T;
-    if (!keyed_here(t, stream) || size == 0 || *t->window != 0)
-        return false;
-    /* the classes below ncls are all small (tc_key), so the index is the class */
-    int cls = alloc_class_index(size);
-    if (cls >= t->ncls || t->bins[cls].n == 0)
-        return false;
-    tc_bin_t *b = &t->bins[cls];
-    b->n--;
-    t->bytes -= b->slot;
-    alloc_uncache(b->e[b->n].live);
-    *ptr = (void *)(uintptr_t)(t->base + b->e[b->n].off);
-    return true;
-}
-
-bool tc_free(void *ptr, lms_stream_t stream)
-{
-    tcache_t *t = T;
-    if (!keyed_here(t, stream) || *t->window != 0)
-        return false;
-    size_t off;
-    if (!offset_in(t->base, t->va_size, ptr, &off))
-        return false;
-    int cls;
-    alloc_flag_t *live = alloc_live_small(t->alloc, off, t->ncls, &cls);
-    if (live == NULL)
-        return false;
-    tc_bin_t *b = &t->bins[cls];
-    if (b->n == TC_BIN || t->bytes + b->slot > t->limit)
-        return false; /* the locked path makes room */
-    if (!alloc_cache(live))
-        return false; /* freed by another thread meanwhile: the locked path says so */
-    b->e[b->n].off = off;
-    b->e[b->n++].live = live;
-    t->bytes += b->slot;
-    return true;
-}
-
-bool tc_lookup(const void *ptr, void **base, size_t *size)
-{
-    tcache_t *t = T;
-    if (t == NULL || t->epoch != __atomic_load_n(&swap_epoch, __ATOMIC_ACQUIRE) ||
-        *t->window != 0)
-        return false;
-    size_t off, b;
-    if (!offset_in(t->base, t->va_size, ptr, &off) || !alloc_find_small(t->alloc, off, &b, size))
-        return false;
-    *base = (void *)(uintptr_t)(t->base + b);
-    return true;
-}
 
 /* ---- locked -------------------------------------------------------------------- */
 
@@ -185,7 +94,7 @@ static void thread_exit(void *p)
     pthread_mutex_lock(&swap_lock);
     (void)flush_all(t); /* what cannot go (no host memory) stays taken */
     pthread_mutex_unlock(&swap_lock);
-    T = NULL;
+    tc_self = NULL;
     base_meta_free(t);
 }
 
@@ -195,7 +104,7 @@ static void make_exit_key(void) { exit_key_ok = pthread_key_create(&exit_key, th
  * has no memory (lms then works without one). */
 static tcache_t *cache_for(int ncls)
 {
-    tcache_t *t = T;
+    tcache_t *t = tc_self;
     if (t != NULL && t->capcls >= ncls)
         return t;
     pthread_once(&exit_once, make_exit_key);
@@ -213,13 +122,13 @@ static tcache_t *cache_for(int ncls)
     }
     n->capcls = ncls;
     n->window = resid_window_count();
-    T = n;
+    tc_self = n;
     return n;
 }
 
 void tc_key(lms_stream_t stream)
 {
-    tcache_t *t = T;
+    tcache_t *t = tc_self;
     if (keyed_here(t, stream))
         return;
     if (t != NULL && !flush_all(t))
@@ -230,8 +139,8 @@ void tc_key(lms_stream_t stream)
            alloc_class_of(S->alloc, alloc_class_size(S->alloc, ncls)) == ncls) /* small */
         ncls++;
     if (ncls == 0 || (t = cache_for(ncls)) == NULL) {
-        if (T != NULL) /* flushed above: no cache until a later key works */
-            T->epoch = 0;
+        if (tc_self != NULL) /* flushed above: no cache until a later key works */
+            tc_self->epoch = 0;
         return;
     }
     t->epoch = __atomic_load_n(&swap_epoch, __ATOMIC_RELAXED);
@@ -244,8 +153,8 @@ void tc_key(lms_stream_t stream)
     t->ncls = ncls;
     for (int c = 0; c < ncls; c++)
         t->bins[c].slot = (uint32_t)alloc_class_size(S->alloc, c);
-    if (t->bins[ncls - 1].slot > __atomic_load_n(&small_max, __ATOMIC_RELAXED))
-        __atomic_store_n(&small_max, t->bins[ncls - 1].slot, __ATOMIC_RELAXED);
+    if (t->bins[ncls - 1].slot > __atomic_load_n(&tc_small_max, __ATOMIC_RELAXED))
+        __atomic_store_n(&tc_small_max, t->bins[ncls - 1].slot, __ATOMIC_RELAXED);
 }
 
 bool tc_free_locked(void *ptr, lms_stream_t stream)
@@ -258,7 +167,7 @@ bool tc_free_locked(void *ptr, lms_stream_t stream)
         alloc_live_small(S->alloc, off, ALLOC_MAX_CLASSES, &cls) == NULL)
         return false;
     tc_key(stream);
-    tcache_t *t = T;
+    tcache_t *t = tc_self;
     if (!keyed_here(t, stream) || cls >= t->ncls)
         return false;
     tc_bin_t *b = &t->bins[cls];
@@ -271,13 +180,13 @@ bool tc_free_locked(void *ptr, lms_stream_t stream)
 
 void tc_flush(void)
 {
-    if (T != NULL)
-        (void)flush_all(T);
+    if (tc_self != NULL)
+        (void)flush_all(tc_self);
 }
 
 void tc_invalidate(void)
 {
     __atomic_add_fetch(&swap_epoch, 1, __ATOMIC_RELEASE);
-    if (S == NULL && T != NULL) /* shut down: nothing to flush to */
-        (void)flush_all(T);
+    if (S == NULL && tc_self != NULL) /* shut down: nothing to flush to */
+        (void)flush_all(tc_self);
 }
