@@ -212,8 +212,6 @@ static void give_chunks(alloc_t *a, size_t first, size_t n)
 
 /* ---- size classes -------------------------------------------------------------- */
 
-static int class_index(size_t size) { return alloc_class_index(size); }
-
 /* The slab of a class of slot bytes: the fewest whole chunks (at most
  * MAX_SLAB_CHUNKS) whose tail, past the last slot, is at most 1/TAIL_WASTE of
  * the slab, else the one with the smallest share of tail. A slab of one slot
@@ -265,7 +263,7 @@ int alloc_class_of(const alloc_t *a, size_t size)
 {
     if (size >= a->large_threshold)
         return -1;
-    int c = class_index(size);
+    int c = alloc_class_index(size);
     return c < a->nclasses && a->classes[c].slots > 0 ? c : -1;
 }
 

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#define BENCH_NAME "alloc"
 #include "bench/bench.h"
 #include "device/device.h"
 #include "swap/swap.h"
@@ -45,12 +46,6 @@ static int ref_pairs = REF_SMALL_PAIRS;
 static char machine[512];
 static dev_reference_t *reference; /* the CUDA allocators; NULL: none to compare with */
 
-static void die(const char *what)
-{
-    fprintf(stderr, "bench/alloc: %s: %s\n", what, lms_last_error());
-    exit(1);
-}
-
 /* ns per pair, one sample per batch, for lms or glibc. */
 static void time_pairs(bool lms, size_t size, lms_stream_t stream, double *samples)
 {
@@ -60,7 +55,7 @@ static void time_pairs(bool lms, size_t size, lms_stream_t stream, double *sampl
             if (lms) {
                 void *p;
                 if (lms_malloc(&p, size, stream) != LMS_OK || lms_free(p, stream) != LMS_OK)
-                    die("lms_malloc/lms_free");
+                    bench_die("lms_malloc/lms_free");
             } else {
                 void *volatile p = malloc(size);
                 free(p);
@@ -150,7 +145,7 @@ static void pair_row(const char *name, size_t size, int threads, bool with_glibc
         for (int i = 0; i < threads; i++) {
             j[i] = (pair_job_t){pass == 0, size, NULL, (pass == 0 ? lms_s : libc_s) + i * batches};
             if (pass == 0 && i > 0 && lms_stream_create(&j[i].stream) != LMS_OK)
-                die("lms_stream_create");
+                bench_die("lms_stream_create");
             pthread_create(&t[i], NULL, pair_thread, &j[i]);
         }
         for (int i = 0; i < threads; i++) {
@@ -181,7 +176,7 @@ static void lookup_row(void)
     static void *p[N];
     for (int i = 0; i < N; i++)
         if (lms_malloc(&p[i], 64 + (size_t)i * 97, NULL) != LMS_OK)
-            die("lms_malloc");
+            bench_die("lms_malloc");
     double *s = calloc((size_t)batches, sizeof *s);
     void *base;
     size_t size;
@@ -189,7 +184,7 @@ static void lookup_row(void)
         uint64_t t0 = base_now_ns();
         for (int i = 0; i < PAIRS_PER_BATCH; i++)
             if (lms_allocation_of((char *)p[i % N] + 17, &base, &size) != LMS_OK)
-                die("lms_allocation_of");
+                bench_die("lms_allocation_of");
         s[b] = (double)(base_now_ns() - t0) / PAIRS_PER_BATCH;
     }
     printf("{\"bench\":\"alloc\",\"case\":\"lookup\",\"lms_ns_p50\":%.1f,\"lms_ns_p99\":%.1f,%s}\n",
@@ -214,10 +209,10 @@ static void *track_malloc(tracker_t *t, size_t size)
 {
     void *p;
     if (lms_malloc(&p, size, NULL) != LMS_OK)
-        die("fragmentation workload: lms_malloc");
+        bench_die("fragmentation workload: lms_malloc");
     lms_stats_t st;
     if (lms_stats(&st) != LMS_OK)
-        die("fragmentation workload: lms_stats");
+        bench_die("fragmentation workload: lms_stats");
     t->live_requested += size;
     if (t->live_requested > t->peak_requested)
         t->peak_requested = t->live_requested;
@@ -229,7 +224,7 @@ static void *track_malloc(tracker_t *t, size_t size)
 static void track_free(tracker_t *t, void *p, size_t size)
 {
     if (lms_free(p, NULL) != LMS_OK)
-        die("fragmentation workload: lms_free");
+        bench_die("fragmentation workload: lms_free");
     t->live_requested -= size;
 }
 
@@ -299,7 +294,7 @@ static void describe_machine(void)
     dev_device_t *dev = swap_device();
     swap_layout_t l;
     if (swap_layout(&l) != LMS_OK)
-        die("swap_layout");
+        bench_die("swap_layout");
     char cpu[128];
     base_host_cpu(cpu, sizeof cpu);
     snprintf(machine, sizeof machine,
@@ -314,7 +309,7 @@ int main(int argc, char **argv)
     if (quick)
         batches = 30;
     if (lms_init() != LMS_OK)
-        die("lms_init");
+        bench_die("lms_init");
     describe_machine();
     dev_reference_info_t ref_info;
     printf("{\"bench\":\"alloc\",\"case\":\"cuda_reference\",");
@@ -351,7 +346,7 @@ int main(int argc, char **argv)
          * rows above leave slots in thread caches and slabs kept empty */
         lms_shutdown();
         if (lms_init() != LMS_OK)
-            die("lms_init");
+            bench_die("lms_init");
         fragmentation_row(&gpts[i], quick ? 1 : 3);
     }
     lms_shutdown();

@@ -1,11 +1,31 @@
 /*
  * bench/bench.h — what the benchmarks share: order statistics over a run's
- * samples. Header-only; each bench is one program.
+ * samples, and, for a bench on lms that defines BENCH_NAME ("alloc") before
+ * including it, dying with lms's message. Header-only; each bench is one
+ * program.
  */
 #ifndef LMS_BENCH_H
 #define LMS_BENCH_H
 
+#include <stdio.h>
 #include <stdlib.h>
+
+#ifdef BENCH_NAME
+#include "lms.h"
+
+/* Exits with what failed and lms's last error. */
+static inline void bench_die(const char *what)
+{
+    fprintf(stderr, "bench/" BENCH_NAME ": %s: %s\n", what, lms_last_error());
+    exit(1);
+}
+
+static inline void bench_check(lms_status_t st, const char *what)
+{
+    if (st != LMS_OK)
+        bench_die(what);
+}
+#endif
 
 static inline int bench_cmp_double(const void *a, const void *b)
 {

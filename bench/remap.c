@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#define BENCH_NAME "remap"
 #include "bench/bench.h"
 #include "device/device.h"
 
@@ -68,18 +69,6 @@
 static int quick;
 static char machine[512];
 static dev_device_t *dev;
-
-static void die(const char *what)
-{
-    fprintf(stderr, "bench/remap: %s: %s\n", what, lms_last_error());
-    exit(1);
-}
-
-static void check(lms_status_t st, const char *what)
-{
-    if (st != LMS_OK)
-        die(what);
-}
 
 /* A chunk's blocks, and the two addresses they alternate between. */
 typedef struct chunk {
@@ -108,8 +97,8 @@ static void map_at(chunk_t *c, int to, size_t size)
 {
     size_t g = dev->info.granularity;
     for (size_t b = 0; b < size / g; b++)
-        check(dev_map(dev, c->at[to] + b * g, c->block[b]), "dev_map");
-    check(dev_set_access(dev, c->at[to], size), "dev_set_access");
+        bench_check(dev_map(dev, c->at[to] + b * g, c->block[b]), "dev_map");
+    bench_check(dev_set_access(dev, c->at[to], size), "dev_set_access");
     c->cur = to;
     c->size = size;
 }
@@ -120,12 +109,12 @@ static void remap_once(chunk_t *c, samples_t *s)
     size_t size = c->size, g = dev->info.granularity;
     int to = !c->cur;
     uint64_t t0 = base_now_ns(), t1, t2, t3;
-    check(dev_unmap(dev, c->at[c->cur], size), "dev_unmap");
+    bench_check(dev_unmap(dev, c->at[c->cur], size), "dev_unmap");
     double unmap = us_since(t0, &t1);
     for (size_t b = 0; b < size / g; b++)
-        check(dev_map(dev, c->at[to] + b * g, c->block[b]), "dev_map");
+        bench_check(dev_map(dev, c->at[to] + b * g, c->block[b]), "dev_map");
     double map = us_since(t1, &t2);
-    check(dev_set_access(dev, c->at[to], size), "dev_set_access");
+    bench_check(dev_set_access(dev, c->at[to], size), "dev_set_access");
     double access = us_since(t2, &t3);
     c->cur = to;
     if (s != NULL && s->n < MAX_SAMPLES) {
@@ -160,20 +149,20 @@ static double chain(samples_t *s)
     uint64_t t0 = base_now_ns();
     for (int i = 0; i < (k.copying ? k.copies : k.launches); i++)
         if (k.copying && k.copy_h2d)
-            check(dev_copy_h2d(dev, k.on_high ? k.high : k.stream, k.x, k.host, k.copy_bytes),
+            bench_check(dev_copy_h2d(dev, k.on_high ? k.high : k.stream, k.x, k.host, k.copy_bytes),
                   "dev_copy_h2d");
         else if (k.copying)
-            check(dev_copy_d2h(dev, k.on_high ? k.high : k.stream, k.host, k.x, k.copy_bytes),
+            bench_check(dev_copy_d2h(dev, k.on_high ? k.high : k.stream, k.host, k.x, k.copy_bytes),
                   "dev_copy_d2h");
         else
-            check(dev_axpy(dev, k.stream, k.n, 1.0f, k.x, k.y), "dev_axpy");
-    check(dev_event_record(dev, k.done, k.copying && k.on_high ? k.high : k.stream),
+            bench_check(dev_axpy(dev, k.stream, k.n, 1.0f, k.x, k.y), "dev_axpy");
+    bench_check(dev_event_record(dev, k.done, k.copying && k.on_high ? k.high : k.stream),
           "dev_event_record");
     lms_status_t st;
     while ((st = dev_event_query(dev, k.done)) == LMS_NOT_READY)
         if (s != NULL)
             remap_once(&chunk, s);
-    check(st, "dev_event_query");
+    bench_check(st, "dev_event_query");
     return (double)(base_now_ns() - t0) / 1e6;
 }
 
@@ -199,10 +188,10 @@ static double par_run(int threads)
 {
     pthread_t t[MAX_THREADS];
     if (pthread_barrier_init(&par.start, NULL, (unsigned)threads + 1) != 0)
-        die("pthread_barrier_init");
+        bench_die("pthread_barrier_init");
     for (int i = 0; i < threads; i++)
         if (pthread_create(&t[i], NULL, par_main, &par.chunk[i]) != 0)
-            die("pthread_create");
+            bench_die("pthread_create");
     pthread_barrier_wait(&par.start);
     uint64_t t0 = base_now_ns();
     for (int i = 0; i < threads; i++)
@@ -217,7 +206,7 @@ static void parallel_rows(dev_addr_t va)
     size_t g = dev->info.granularity;
     for (int i = 0; i < MAX_THREADS; i++) {
         chunk_t *c = &par.chunk[i];
-        check(dev_block_create(dev, &c->block[0]), "dev_block_create");
+        bench_check(dev_block_create(dev, &c->block[0]), "dev_block_create");
         c->at[0] = va + (size_t)(2 * i) * g;
         c->at[1] = c->at[0] + g;
         map_at(c, 0, g);
@@ -259,7 +248,7 @@ static void print_row(const char *which, const samples_t *s, double alone_ms, do
 {
     samples_t *c = malloc(sizeof *c); /* sorted copies */
     if (c == NULL)
-        die("malloc");
+        bench_die("malloc");
     memcpy(c, s, sizeof *c);
     int n = s->n;
     double total = bench_median(c->total, n);
@@ -294,7 +283,7 @@ int main(int argc, char **argv)
     }
     dev_config_t dc;
     dev_config_from_options(&dc);
-    check(dev_open(&dc, &dev), "dev_open");
+    bench_check(dev_open(&dc, &dev), "dev_open");
     if (!dev->info.has_kernels) {
         fprintf(stderr, "bench/remap: the device has no test kernels\n");
         return 1;
@@ -313,33 +302,33 @@ int main(int argc, char **argv)
     vec = (vec + g - 1) / g * g;
     size_t span = MAX_BLOCKS * g, total = 2 * span + 2 * vec + 2 * MAX_THREADS * g;
     dev_addr_t base;
-    check(dev_va_reserve(dev, total, &base), "dev_va_reserve");
+    bench_check(dev_va_reserve(dev, total, &base), "dev_va_reserve");
     chunk.at[0] = base;
     chunk.at[1] = base + span;
     for (int b = 0; b < MAX_BLOCKS; b++)
-        check(dev_block_create(dev, &chunk.block[b]), "dev_block_create");
+        bench_check(dev_block_create(dev, &chunk.block[b]), "dev_block_create");
     k.x = base + 2 * span;
     k.y = k.x + vec;
     size_t kblocks = 2 * vec / g;
     dev_block_t *kb = calloc(kblocks, sizeof *kb);
     if (kb == NULL)
-        die("calloc");
+        bench_die("calloc");
     for (size_t b = 0; b < kblocks; b++) {
-        check(dev_block_create(dev, &kb[b]), "dev_block_create");
-        check(dev_map(dev, k.x + b * g, kb[b]), "dev_map");
+        bench_check(dev_block_create(dev, &kb[b]), "dev_block_create");
+        bench_check(dev_map(dev, k.x + b * g, kb[b]), "dev_map");
     }
-    check(dev_set_access(dev, k.x, 2 * vec), "dev_set_access");
-    check(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &k.stream), "dev_stream_create");
-    check(dev_event_create(dev, &k.done), "dev_event_create");
+    bench_check(dev_set_access(dev, k.x, 2 * vec), "dev_set_access");
+    bench_check(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &k.stream), "dev_stream_create");
+    bench_check(dev_event_create(dev, &k.done), "dev_event_create");
     k.n = vec / sizeof(float);
-    check(dev_fill(dev, k.stream, k.x, 2 * vec, 1), "dev_fill"); /* no NaNs from garbage */
-    check(dev_stream_synchronize(dev, k.stream), "dev_stream_synchronize");
+    bench_check(dev_fill(dev, k.stream, k.x, 2 * vec, 1), "dev_fill"); /* no NaNs from garbage */
+    bench_check(dev_stream_synchronize(dev, k.stream), "dev_stream_synchronize");
 
     k.host = aligned_alloc(BASE_MiB, vec);
     if (k.host == NULL)
-        die("aligned_alloc");
+        bench_die("aligned_alloc");
     memset(k.host, 0, vec);
-    check(dev_host_register(dev, k.host, vec), "dev_host_register");
+    bench_check(dev_host_register(dev, k.host, vec), "dev_host_register");
 
     /* Calibrate the kernel chain: one axpy, after an untimed one. */
     k.launches = 1;
@@ -348,11 +337,11 @@ int main(int argc, char **argv)
 
     samples_t *s = malloc(sizeof *s);
     if (s == NULL)
-        die("malloc");
+        bench_die("malloc");
     int idle_reps = quick ? 20 : 200;
     for (int blocks = 1; blocks <= MAX_BLOCKS; blocks *= 2) {
         if (chunk.size != 0)
-            check(dev_unmap(dev, chunk.at[chunk.cur], chunk.size), "dev_unmap");
+            bench_check(dev_unmap(dev, chunk.at[chunk.cur], chunk.size), "dev_unmap");
         map_at(&chunk, 0, (size_t)blocks * g);
         s->n = 0;
         for (int r = 0; r < idle_reps; r++)
@@ -367,8 +356,8 @@ int main(int argc, char **argv)
     }
     /* copying: one-block chunks beside copies of 16 MiB and of all of x,
      * each way, on a normal and a high-priority stream */
-    check(dev_stream_create(dev, DEV_PRIORITY_HIGH, &k.high), "dev_stream_create");
-    check(dev_unmap(dev, chunk.at[chunk.cur], chunk.size), "dev_unmap");
+    bench_check(dev_stream_create(dev, DEV_PRIORITY_HIGH, &k.high), "dev_stream_create");
+    bench_check(dev_unmap(dev, chunk.at[chunk.cur], chunk.size), "dev_unmap");
     map_at(&chunk, 0, g);
     k.copying = true;
     for (int high = 0; high < 2; high++)
@@ -391,7 +380,7 @@ int main(int argc, char **argv)
     free(s);
     parallel_rows(k.y + vec);
     free(kb);
-    check(dev_host_unregister(dev, k.host), "dev_host_unregister");
+    bench_check(dev_host_unregister(dev, k.host), "dev_host_unregister");
     free(k.host);
     dev_close(dev); /* unmaps, releases the blocks and the reservation */
     return 0;

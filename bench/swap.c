@@ -102,6 +102,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#define BENCH_NAME "swap"
 #include "bench/bench.h"
 #include "device/device.h"
 #include "swap/swap.h"
@@ -125,18 +126,6 @@ typedef struct throttle {
     const char *source; /* "env", "default", "off", or "none" (cuda) */
     double h2d, d2h;
 } throttle_t;
-
-static void die(const char *what)
-{
-    fprintf(stderr, "bench/swap: %s: %s\n", what, lms_last_error());
-    exit(1);
-}
-
-static void check(lms_status_t st, const char *what)
-{
-    if (st != LMS_OK)
-        die(what);
-}
 
 static double median(const double *v, int n)
 {
@@ -301,16 +290,16 @@ static void *host_buffer(size_t bytes)
 static void raw_map(raw_t *r, int k, dev_addr_t va)
 {
     for (r->mapped[k] = 0; r->mapped[k] < r->n; r->mapped[k]++)
-        check(dev_map(r->dev, va + r->mapped[k] * r->chunk, r->blocks[k * r->n + r->mapped[k]]),
+        bench_check(dev_map(r->dev, va + r->mapped[k] * r->chunk, r->blocks[k * r->n + r->mapped[k]]),
               "raw: dev_map");
-    check(dev_set_access(r->dev, va, r->bytes), "raw: dev_set_access");
+    bench_check(dev_set_access(r->dev, va, r->bytes), "raw: dev_set_access");
 }
 
 /* Moves the remapped blocks to their other VA: unmap, map, set_access. */
 static void raw_remap(raw_t *r)
 {
     dev_addr_t to = r->remap_va == r->va + 2 * r->bytes ? r->va + 3 * r->bytes : r->va + 2 * r->bytes;
-    check(dev_unmap(r->dev, r->remap_va, r->bytes), "raw: dev_unmap");
+    bench_check(dev_unmap(r->dev, r->remap_va, r->bytes), "raw: dev_unmap");
     r->mapped[2] = 0;
     raw_map(r, 2, to);
     r->remap_va = to;
@@ -328,16 +317,16 @@ static uint64_t raw_time(raw_t *r, bool out, bool in, bool remap)
     if (in && remap)
         raw_remap(r);
     if (out)
-        check(dev_copy_d2h(r->dev, r->s_out, r->host_out, remap ? r->remap_va : r->va, r->bytes),
+        bench_check(dev_copy_d2h(r->dev, r->s_out, r->host_out, remap ? r->remap_va : r->va, r->bytes),
               "raw: copy_d2h");
     if (in)
-        check(dev_copy_h2d(r->dev, r->s_in, remap ? r->remap_va : r->va + r->bytes, r->host_in,
+        bench_check(dev_copy_h2d(r->dev, r->s_in, remap ? r->remap_va : r->va + r->bytes, r->host_in,
                            r->bytes),
               "raw: copy_h2d");
     if (in)
-        check(dev_stream_synchronize(r->dev, r->s_in), "raw: synchronize");
+        bench_check(dev_stream_synchronize(r->dev, r->s_in), "raw: synchronize");
     if (out)
-        check(dev_stream_synchronize(r->dev, r->s_out), "raw: synchronize");
+        bench_check(dev_stream_synchronize(r->dev, r->s_out), "raw: synchronize");
     if (out && remap)
         raw_remap(r);
     return base_now_ns() - t0;
@@ -347,21 +336,21 @@ static void raw_open(raw_t *r, dev_device_t *dev, size_t bytes, size_t chunk)
 {
     *r = (raw_t){.dev = dev, .bytes = bytes, .chunk = chunk, .n = bytes / chunk};
     r->blocks = calloc(3 * r->n, sizeof *r->blocks);
-    check(dev_va_reserve(dev, 4 * bytes, &r->va), "raw: dev_va_reserve");
+    bench_check(dev_va_reserve(dev, 4 * bytes, &r->va), "raw: dev_va_reserve");
     for (; r->created < 3 * r->n; r->created++)
-        check(dev_block_create(dev, &r->blocks[r->created]), "raw: dev_block_create");
+        bench_check(dev_block_create(dev, &r->blocks[r->created]), "raw: dev_block_create");
     raw_map(r, 0, r->va);
     raw_map(r, 1, r->va + bytes);
     r->remap_va = r->va + 2 * bytes;
     raw_map(r, 2, r->remap_va);
     r->host_out = host_buffer(bytes);
     r->host_in = host_buffer(bytes);
-    check(dev_host_register(dev, r->host_out, bytes), "raw: dev_host_register");
+    bench_check(dev_host_register(dev, r->host_out, bytes), "raw: dev_host_register");
     r->out_registered = true;
-    check(dev_host_register(dev, r->host_in, bytes), "raw: dev_host_register");
+    bench_check(dev_host_register(dev, r->host_in, bytes), "raw: dev_host_register");
     r->in_registered = true;
-    check(dev_stream_create(dev, DEV_PRIORITY_HIGH, &r->s_out), "raw: dev_stream_create");
-    check(dev_stream_create(dev, DEV_PRIORITY_HIGH, &r->s_in), "raw: dev_stream_create");
+    bench_check(dev_stream_create(dev, DEV_PRIORITY_HIGH, &r->s_out), "raw: dev_stream_create");
+    bench_check(dev_stream_create(dev, DEV_PRIORITY_HIGH, &r->s_in), "raw: dev_stream_create");
     raw_time(r, true, true, false); /* first touches, untimed */
 }
 
@@ -427,7 +416,7 @@ static void watermarks(size_t R, size_t *L, size_t *H)
 static uint64_t stats_d2h(void)
 {
     lms_stats_t s;
-    check(lms_stats(&s), "lms_stats");
+    bench_check(lms_stats(&s), "lms_stats");
     return s.bytes_d2h;
 }
 
@@ -435,10 +424,10 @@ static uint64_t stats_d2h(void)
  * Returns with the calling thread's window open (p held). */
 static void make_dirty(void *p, size_t run, uint64_t seed, dev_device_t *dev, dev_stream_t *ds)
 {
-    check(lms_access(p, run, LMS_OVERWRITE, NULL), "lms_access(OVERWRITE)");
+    bench_check(lms_access(p, run, LMS_OVERWRITE, NULL), "lms_access(OVERWRITE)");
     if (info.has_kernels)
-        check(dev_fill(dev, ds, (dev_addr_t)(uintptr_t)p, run, seed), "dev_fill");
-    check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
+        bench_check(dev_fill(dev, ds, (dev_addr_t)(uintptr_t)p, run, seed), "dev_fill");
+    bench_check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
     watch_arm(0, run); /* until the reclaim thread has done its part */
     watch_wait(NULL);
 }
@@ -448,8 +437,8 @@ static void verify(void *p, size_t run, uint64_t expected, dev_device_t *dev, de
     static uint64_t sum;
     if (!info.has_kernels)
         return;
-    check(dev_checksum(dev, ds, (dev_addr_t)(uintptr_t)p, run, &sum), "dev_checksum");
-    check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
+    bench_check(dev_checksum(dev, ds, (dev_addr_t)(uintptr_t)p, run, &sum), "dev_checksum");
+    bench_check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
     if (sum != expected) {
         fprintf(stderr, "bench/swap: the run came back wrong: checksum %016llx, expected %016llx\n",
                 (unsigned long long)sum, (unsigned long long)expected);
@@ -479,9 +468,9 @@ static void measure(size_t run, int reps, const throttle_t *th, samples_t *out)
     cfg.host_limit = host <= piece ? host : (host + piece - 1) / piece * piece;
     cfg.preallocate = true;
     cfg.swap = true;
-    check(swap_init(&cfg), "swap_init");
+    bench_check(swap_init(&cfg), "swap_init");
     dev_device_t *dev = swap_device();
-    check(dev_fault_set(dev, &(dev_fault_plan_t){.op = DEV_OP_COUNT}), "dev_fault_set");
+    bench_check(dev_fault_set(dev, &(dev_fault_plan_t){.op = DEV_OP_COUNT}), "dev_fault_set");
     dev_stream_t *ds = swap_stream(NULL);
 
     raw_t raw;
@@ -496,8 +485,8 @@ static void measure(size_t run, int reps, const throttle_t *th, samples_t *out)
     }
 
     void *a, *b;
-    check(lms_malloc(&a, run, NULL), "lms_malloc");
-    check(lms_malloc(&b, run, NULL), "lms_malloc");
+    bench_check(lms_malloc(&a, run, NULL), "lms_malloc");
+    bench_check(lms_malloc(&b, run, NULL), "lms_malloc");
     make_dirty(a, run, seed_a, dev, ds);
 
     *out = (samples_t){.reps = reps};
@@ -518,7 +507,7 @@ static void measure(size_t run, int reps, const throttle_t *th, samples_t *out)
         uint64_t d2h0 = stats_d2h(); /* closes the window: everything is settled */
         calls_t c0 = calls_now(dev);
         uint64_t t0 = base_now_ns();
-        check(lms_access(b, run, LMS_OVERWRITE, NULL), "lms_access(B, OVERWRITE)");
+        bench_check(lms_access(b, run, LMS_OVERWRITE, NULL), "lms_access(B, OVERWRITE)");
         uint64_t t_access = base_now_ns();
         watch_arm(d2h0 + run, run); /* the reclaim thread's part runs after the access */
         uint64_t t1 = watch_wait(NULL);
@@ -527,16 +516,16 @@ static void measure(size_t run, int reps, const throttle_t *th, samples_t *out)
         out->access_ms[D2H][i] = ms(t_access - t0);
         out->tail_ms[i] = ms(t1 - t_access);
         if (info.has_kernels)
-            check(dev_fill(dev, ds, (dev_addr_t)(uintptr_t)b, run, seed_b), "dev_fill");
-        check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
+            bench_check(dev_fill(dev, ds, (dev_addr_t)(uintptr_t)b, run, seed_b), "dev_fill");
+        bench_check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
 
         /* both: A (on the host) read back in, B (dirty) goes out */
         d2h0 = stats_d2h();
         c0 = calls_now(dev);
         t0 = base_now_ns();
-        check(lms_access(a, run, LMS_READ, NULL), "lms_access(A, READ)");
+        bench_check(lms_access(a, run, LMS_READ, NULL), "lms_access(A, READ)");
         t_access = base_now_ns();
-        check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
+        bench_check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
         uint64_t t_in = base_now_ns();
         watch_arm(d2h0 + run, run); /* seen at once if B was out before A was in */
         t1 = watch_wait(NULL);
@@ -550,12 +539,12 @@ static void measure(size_t run, int reps, const throttle_t *th, samples_t *out)
 
         /* h2d: B (on the host) read back in; A is clean, dropped with no copy */
         lms_stats_t s0, s1;
-        check(lms_stats(&s0), "lms_stats");
+        bench_check(lms_stats(&s0), "lms_stats");
         c0 = calls_now(dev);
         t0 = base_now_ns();
-        check(lms_access(b, run, LMS_READ, NULL), "lms_access(B, READ)");
+        bench_check(lms_access(b, run, LMS_READ, NULL), "lms_access(B, READ)");
         t_access = base_now_ns();
-        check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
+        bench_check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
         t1 = base_now_ns();
         watch_arm(0, run);
         watch_wait(&s1);
@@ -569,11 +558,11 @@ static void measure(size_t run, int reps, const throttle_t *th, samples_t *out)
         /* back to the start: A resident and dirty, B on the host */
         make_dirty(a, run, seed_a, dev, ds);
     }
-    check(lms_stats(&(lms_stats_t){0}), "lms_stats"); /* ends the window */
+    bench_check(lms_stats(&(lms_stats_t){0}), "lms_stats"); /* ends the window */
     raw_close(&raw);
-    check(lms_free(a, NULL), "lms_free");
-    check(lms_free(b, NULL), "lms_free");
-    check(lms_shutdown(), "lms_shutdown");
+    bench_check(lms_free(a, NULL), "lms_free");
+    bench_check(lms_free(b, NULL), "lms_free");
+    bench_check(lms_shutdown(), "lms_shutdown");
 }
 
 static void print_row(int dir, size_t run, const throttle_t *th, const samples_t *s)
@@ -650,7 +639,7 @@ static void describe_machine(void)
     dev_config_t dc;
     dev_config_from_options(&dc);
     dev_device_t *dev;
-    check(dev_open(&dc, &dev), "dev_open");
+    bench_check(dev_open(&dc, &dev), "dev_open");
     info = dev->info;
     static char backend[16];
     snprintf(backend, sizeof backend, "%s", dev->info.backend);
