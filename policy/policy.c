@@ -1,30 +1,102 @@
 /*
- * policy/policy.c — the schedule and its next-use oracle. See policy.h.
+ * policy/policy.c — the schedule, its next-use oracle, and prefetch. See
+ * policy.h.
  *
  * Owns (host metadata, base_meta_*):
  *   cur[]      the current iteration's events, in order.
  *   sched[]    the schedule's events (the last complete iteration).
  *   start[], use[]  the schedule's index: the events that name chunk c are
  *              use[start[c] .. start[c + 1]), ascending, so a next use is a
- *              binary search. Built whole at each mark; the old index stays
- *              until the new one exists.
+ *              binary search. Built whole at each boundary; the old index
+ *              stays until the new one exists.
+ *   last[]     per chunk, the clock of its last access (0: never): LRU.
+ *   seen[]     scratch of policy_prefetch.
  * Event indices and use counts are 32-bit: an iteration of 2^32 - 1 events
  * or chunk uses is refused (LMS_ERR_OUT_OF_MEMORY).
+ *
+ * Note [Following the schedule]
+ * Each event is matched against the schedule at the position: the same
+ * event there is a hit, and the position moves past it. Otherwise the next
+ * FOLLOW_AHEAD events of the schedule are searched (wrapping round its end):
+ * found, the events skipped are taken to be missing this time, and the
+ * position moves past the one found; not found, the event is taken to be
+ * one the schedule does not have, and the position stays. Either is a miss.
+ * A changed event costs two misses (an unknown one, then a skip), so a
+ * program whose iterations differ in a few events keeps following. The last
+ * POLICY_WINDOW events decide whether eviction follows the schedule: not
+ * while more than miss_threshold of them missed; again once enough hit.
+ *
+ * Note [Finding the iteration]
+ * A program that never marks its iterations gets them found. With no
+ * schedule, each event that equals one of the first DETECT_ANCHORS events
+ * recorded proposes a period: the distance between the two. A proposed
+ * period L is then checked event by event, each against the one L before
+ * it; it is dropped once more than 2 + 1/8 of its checks failed (a few
+ * changed events pass), and accepted once it has passed max(L,
+ * DETECT_CHECKS) checks: a whole period repeated. The last L events become
+ * the schedule, and from then on an iteration ends where the schedule's
+ * matching wraps round its end, while it follows: the event that matched is
+ * the next iteration's first. Where the boundary falls within the program's own step
+ * does not matter, since the next use wraps too. A program whose sequence
+ * changes for good falls back to LRU (Note [Following the schedule]); after
+ * 2 x the schedule's length (and at least POLICY_WINDOW) events without
+ * following, the search starts again on the events after that point.
+ *
+ * Note [Prefetch horizon]
+ * Copies to the device run in order on one link, so a fetch queued early
+ * delays the fetches queued after it, and holds a block from then on. A
+ * chunk is fetched ahead only once its use is within twice the time the
+ * link needs for what is queued before it and itself (the factor 2 is the
+ * slack for a link slower than measured), plus twice the mean time of an
+ * event (the granularity at which uses are known). When the link is the
+ * bottleneck, the queue is long and the horizon follows it far ahead; when
+ * it is not, chunks arrive a little before their use and the device keeps
+ * what is used sooner. Times come from the schedule's own events
+ * (policy_access's now_ns).
  */
+#include <string.h>
+
 #include "policy/policy.h"
 #include "base/base.h"
 
+#define FOLLOW_AHEAD 8
+#define DETECT_ANCHORS 4
+#define DETECT_CHECKS 16
+#define DETECT_CANDIDATES 64
+#define DETECT_MAX_EVENTS ((size_t)1 << 20) /* recorded without finding one: start over */
+#define DEFAULT_MISS_THRESHOLD 0.25
+
 typedef struct event {
     uint32_t first, n;
+    uint32_t kind;
+    uint64_t t;
 } event_t;
+
+typedef struct candidate {
+    size_t period, checked, failed;
+} candidate_t;
 
 struct policy {
     size_t nchunks;
+    bool lru_only;
+    bool manual;    /* policy_mark_iteration was called: no automatic boundaries */
+    unsigned max_misses;
     event_t *cur, *sched;
     size_t ncur, capcur, nsched, capsched;
     uint32_t *start; /* nchunks + 1, or NULL without a schedule */
     uint32_t *use;
-    uint64_t iterations;
+    size_t pos;
+    uint64_t iterations, found;
+    uint64_t *last, clock;
+    uint64_t missbits; /* the last POLICY_WINDOW events, 1 = missed */
+    uint64_t hits, misses, fallbacks;
+    bool following;
+    size_t lost;       /* events since following stopped */
+    bool detecting;
+    size_t det_base;   /* where the search for a period starts in cur[] */
+    candidate_t cand[DETECT_CANDIDATES];
+    size_t ncand;
+    uint32_t *seen, seen_stamp;
 };
 
 lms_status_t policy_create(const policy_config_t *cfg, policy_t **out)
@@ -32,10 +104,24 @@ lms_status_t policy_create(const policy_config_t *cfg, policy_t **out)
     if (cfg == NULL || out == NULL || cfg->nchunks == 0 || cfg->nchunks >= UINT32_MAX)
         return base_fail(LMS_ERR_INVALID, "policy: 1 .. 2^32 - 2 chunks, not %zu",
                          cfg != NULL ? cfg->nchunks : 0);
+    if (!(cfg->miss_threshold >= 0 && cfg->miss_threshold < 1))
+        return base_fail(LMS_ERR_INVALID, "policy: a miss threshold is in [0, 1), not %g",
+                         cfg->miss_threshold);
     policy_t *p = base_meta_calloc(1, sizeof *p);
-    if (p == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "policy: no host memory");
+    if (p != NULL) {
+        p->last = base_meta_calloc(cfg->nchunks, sizeof *p->last);
+        p->seen = base_meta_calloc(cfg->nchunks, sizeof *p->seen);
+    }
+    if (p == NULL || p->last == NULL || p->seen == NULL) {
+        policy_destroy(p);
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "policy: no host memory for %zu chunks",
+                         cfg->nchunks);
+    }
     p->nchunks = cfg->nchunks;
+    p->lru_only = cfg->lru;
+    double t = cfg->miss_threshold > 0 ? cfg->miss_threshold : DEFAULT_MISS_THRESHOLD;
+    p->max_misses = (unsigned)(t * POLICY_WINDOW);
+    p->detecting = true;
     *out = p;
     return LMS_OK;
 }
@@ -48,14 +134,180 @@ void policy_destroy(policy_t *p)
     base_meta_free(p->sched);
     base_meta_free(p->start);
     base_meta_free(p->use);
+    base_meta_free(p->last);
+    base_meta_free(p->seen);
     base_meta_free(p);
 }
 
-lms_status_t policy_access(policy_t *p, size_t first, size_t n)
+static bool same(const event_t *a, const event_t *b)
+{
+    return a->first == b->first && a->n == b->n && a->kind == b->kind;
+}
+
+/* ---- the schedule ------------------------------------------------------------ */
+
+/* Makes cur[from .. ncur) the schedule and starts a new iteration at
+ * position 0. On failure nothing changed. */
+static lms_status_t commit(policy_t *p, size_t from)
+{
+    const event_t *ev = p->cur + from;
+    size_t nev = p->ncur - from;
+    if (nev == 0)
+        return LMS_OK;
+    uint64_t total = 0;
+    for (size_t i = 0; i < nev; i++)
+        total += ev[i].n;
+    uint32_t *start = total < UINT32_MAX ? base_meta_calloc(p->nchunks + 1, sizeof *start) : NULL;
+    uint32_t *use = start != NULL ? base_meta_alloc((size_t)total * sizeof *use) : NULL;
+    if (use == NULL) {
+        base_meta_free(start);
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "policy: no host memory for a schedule of %zu "
+                         "events (%llu chunk uses)", nev, (unsigned long long)total);
+    }
+    /* counts in start[c + 1], then start[c] = where c's uses begin, used as
+     * a cursor while filling (it ends where c + 1's begin), then shifted */
+    for (size_t i = 0; i < nev; i++)
+        for (uint32_t c = ev[i].first; c < ev[i].first + ev[i].n; c++)
+            start[c + 1]++;
+    for (size_t c = 0; c < p->nchunks; c++)
+        start[c + 1] += start[c];
+    for (size_t i = 0; i < nev; i++)
+        for (uint32_t c = ev[i].first; c < ev[i].first + ev[i].n; c++)
+            use[start[c]++] = (uint32_t)i;
+    for (size_t c = p->nchunks; c > 0; c--)
+        start[c] = start[c - 1];
+    start[0] = 0;
+    base_meta_free(p->start);
+    base_meta_free(p->use);
+    p->start = start;
+    p->use = use;
+    if (from > 0)
+        memmove(p->cur, ev, nev * sizeof *ev);
+    /* the current events become the schedule; its old buffer, the next iteration's */
+    event_t *e = p->sched;
+    size_t cap = p->capsched;
+    p->sched = p->cur;
+    p->nsched = nev;
+    p->capsched = p->capcur;
+    p->cur = e;
+    p->capcur = cap;
+    p->ncur = 0;
+    p->pos = 0;
+    p->iterations++;
+    p->detecting = false;
+    p->ncand = 0;
+    p->det_base = 0;
+    p->lost = 0;
+    p->following = !p->lru_only && (unsigned)__builtin_popcountll(p->missbits) <= p->max_misses;
+    return LMS_OK;
+}
+
+lms_status_t policy_mark_iteration(policy_t *p)
+{
+    if (p->lru_only)
+        return LMS_OK;
+    p->manual = true;
+    p->detecting = false;
+    return commit(p, 0);
+}
+
+bool policy_has_schedule(const policy_t *p) { return p->start != NULL; }
+
+bool policy_following(const policy_t *p) { return p->following; }
+
+static void note_match(policy_t *p, bool hit)
+{
+    p->missbits = p->missbits << 1 | !hit;
+    if (hit)
+        p->hits++;
+    else
+        p->misses++;
+    bool was = p->following;
+    p->following = !p->lru_only && (unsigned)__builtin_popcountll(p->missbits) <= p->max_misses;
+    p->fallbacks += was && !p->following;
+    p->lost = p->following ? 0 : p->lost + 1;
+}
+
+/* Matches the event just recorded, cur[ncur - 1], against the schedule
+ * (Note [Following the schedule]); ends an iteration found automatically
+ * where the match wraps round the schedule's end. */
+static lms_status_t follow(policy_t *p)
+{
+    const event_t ev = p->cur[p->ncur - 1];
+    size_t ahead = p->nsched - 1 < FOLLOW_AHEAD ? p->nsched - 1 : FOLLOW_AHEAD;
+    for (size_t d = 0; d <= ahead; d++) {
+        size_t j = (p->pos + d) % p->nsched;
+        if (!same(&p->sched[j], &ev))
+            continue;
+        /* the next iteration's first event; not while lost, when a match is
+         * as likely a coincidence */
+        if (p->pos + d >= p->nsched && !p->manual && p->following) {
+            p->ncur--;
+            lms_status_t st = p->ncur > 0 ? commit(p, 0) : LMS_OK;
+            p->cur[p->ncur++] = ev; /* the buffer had room for it (capsched >= nsched) */
+            if (st != LMS_OK)
+                return st;
+        }
+        note_match(p, d == 0);
+        p->pos = j + 1;
+        return LMS_OK;
+    }
+    note_match(p, false);
+    return LMS_OK;
+}
+
+/* ---- finding the iteration (Note [Finding the iteration]) -------------------- */
+
+static lms_status_t detect(policy_t *p)
+{
+    size_t i = p->ncur - 1;
+    const event_t *ev = p->cur;
+    for (size_t k = 0; k < p->ncand;) {
+        candidate_t *c = &p->cand[k];
+        c->checked++;
+        c->failed += !same(&ev[i], &ev[i - c->period]);
+        if (c->failed > 2 + c->checked / 8) {
+            p->cand[k] = p->cand[--p->ncand];
+            continue;
+        }
+        if (c->checked >= c->period && c->checked >= DETECT_CHECKS) {
+            p->found++;
+            return commit(p, i + 1 - c->period);
+        }
+        k++;
+    }
+    for (size_t a = 0; a < DETECT_ANCHORS && p->det_base + a + 2 <= i; a++) {
+        size_t period = i - (p->det_base + a);
+        if (!same(&ev[i], &ev[p->det_base + a]) || p->ncand == DETECT_CANDIDATES)
+            continue;
+        bool known = false;
+        for (size_t k = 0; k < p->ncand && !known; k++)
+            known = p->cand[k].period == period;
+        if (!known) /* the match that proposed it is its first check */
+            p->cand[p->ncand++] = (candidate_t){.period = period, .checked = 1};
+    }
+    if (i + 1 - p->det_base >= DETECT_MAX_EVENTS) { /* none: start over */
+        p->ncur = 0;
+        p->det_base = 0;
+        p->ncand = 0;
+    }
+    return LMS_OK;
+}
+
+lms_status_t policy_access(policy_t *p, size_t first, size_t n, policy_kind_t kind,
+                           uint64_t now_ns)
 {
     if (n == 0 || first >= p->nchunks || n > p->nchunks - first)
         return base_fail(LMS_ERR_INVALID, "policy_access: chunks [%zu, +%zu) are not a run of "
                          "the %zu chunks", first, n, p->nchunks);
+    if (kind != POLICY_USE && kind != POLICY_OVERWRITE && kind != POLICY_FREE)
+        return base_fail(LMS_ERR_INVALID, "policy_access: %d is not a kind", (int)kind);
+    if (p->lru_only) { /* recency is all it keeps */
+        p->clock++;
+        for (size_t c = first; c < first + n; c++)
+            p->last[c] = p->clock;
+        return LMS_OK;
+    }
     if (p->ncur == p->capcur) {
         size_t cap = p->capcur ? 2 * p->capcur : 1024;
         if (cap >= UINT32_MAX)
@@ -67,62 +319,35 @@ lms_status_t policy_access(policy_t *p, size_t first, size_t n)
         p->cur = e;
         p->capcur = cap;
     }
-    p->cur[p->ncur++] = (event_t){(uint32_t)first, (uint32_t)n};
-    return LMS_OK;
-}
-
-lms_status_t policy_mark_iteration(policy_t *p)
-{
-    if (p->ncur == 0)
-        return LMS_OK;
-    uint64_t total = 0;
-    for (size_t i = 0; i < p->ncur; i++)
-        total += p->cur[i].n;
-    uint32_t *start = total < UINT32_MAX ? base_meta_calloc(p->nchunks + 1, sizeof *start) : NULL;
-    uint32_t *use = start != NULL ? base_meta_alloc((size_t)total * sizeof *use) : NULL;
-    if (use == NULL) {
-        base_meta_free(start);
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "policy: no host memory for a schedule of %zu "
-                         "events (%llu chunk uses)", p->ncur, (unsigned long long)total);
+    p->cur[p->ncur++] = (event_t){(uint32_t)first, (uint32_t)n, kind, now_ns};
+    p->clock++;
+    for (size_t c = first; c < first + n; c++)
+        p->last[c] = p->clock;
+    lms_status_t st = LMS_OK;
+    if (p->start != NULL)
+        st = follow(p);
+    if (st == LMS_OK && !p->manual && p->start != NULL && !p->detecting &&
+        p->lost > 2 * (p->nsched > POLICY_WINDOW ? p->nsched : POLICY_WINDOW)) {
+        p->detecting = true; /* lost for good: look for the new iteration */
+        p->det_base = p->ncur;
+        p->ncand = 0;
     }
-    /* counts in start[c + 1], then start[c] = where c's uses begin, used as
-     * a cursor while filling (it ends where c + 1's begin), then shifted */
-    for (size_t i = 0; i < p->ncur; i++)
-        for (uint32_t c = p->cur[i].first; c < p->cur[i].first + p->cur[i].n; c++)
-            start[c + 1]++;
-    for (size_t c = 0; c < p->nchunks; c++)
-        start[c + 1] += start[c];
-    for (size_t i = 0; i < p->ncur; i++)
-        for (uint32_t c = p->cur[i].first; c < p->cur[i].first + p->cur[i].n; c++)
-            use[start[c]++] = (uint32_t)i;
-    for (size_t c = p->nchunks; c > 0; c--)
-        start[c] = start[c - 1];
-    start[0] = 0;
-    base_meta_free(p->start);
-    base_meta_free(p->use);
-    p->start = start;
-    p->use = use;
-    /* the current events become the schedule; its old buffer, the next iteration's */
-    event_t *e = p->sched;
-    size_t cap = p->capsched;
-    p->sched = p->cur;
-    p->nsched = p->ncur;
-    p->capsched = p->capcur;
-    p->cur = e;
-    p->capcur = cap;
-    p->ncur = 0;
-    p->iterations++;
-    return LMS_OK;
+    if (st == LMS_OK && p->detecting && !p->manual)
+        st = detect(p);
+    /* a failure to build a schedule keeps the event: the next one retries */
+    return st;
 }
 
-bool policy_has_schedule(const policy_t *p) { return p->start != NULL; }
+/* ---- the oracle -------------------------------------------------------------- */
 
-uint64_t policy_next_use(const policy_t *p, size_t chunk)
+uint64_t policy_next_use(const policy_t *p, size_t chunk, bool *dead)
 {
+    if (dead != NULL)
+        *dead = false;
     if (p->start == NULL || chunk >= p->nchunks || p->start[chunk] == p->start[chunk + 1])
         return POLICY_NEVER;
     const uint32_t *u = p->use + p->start[chunk];
-    size_t lo = 0, hi = p->start[chunk + 1] - p->start[chunk], pos = p->ncur;
+    size_t lo = 0, hi = p->start[chunk + 1] - p->start[chunk], pos = p->pos;
     while (lo < hi) { /* the first use at or after pos */
         size_t mid = lo + (hi - lo) / 2;
         if (u[mid] < pos)
@@ -130,30 +355,96 @@ uint64_t policy_next_use(const policy_t *p, size_t chunk)
         else
             hi = mid;
     }
-    if (lo < p->start[chunk + 1] - p->start[chunk])
-        return u[lo] - pos;
-    /* none left in this iteration: its first use in the next one (an
-     * iteration already longer than the schedule counts from its start) */
-    return (pos < p->nsched ? p->nsched - pos : 0) + u[0];
+    uint64_t d;
+    uint32_t at;
+    if (lo < p->start[chunk + 1] - p->start[chunk]) {
+        at = u[lo];
+        d = at - pos;
+    } else { /* none left in this iteration: its first use in the next one */
+        at = u[0];
+        d = p->nsched - pos + at;
+    }
+    if (dead != NULL)
+        *dead = p->sched[at].kind != POLICY_USE;
+    return d;
+}
+
+uint64_t policy_evict_key(const policy_t *p, size_t chunk)
+{
+    if (chunk >= p->nchunks)
+        return 0;
+    if (!p->following)
+        return UINT64_MAX - p->last[chunk];
+    bool dead;
+    uint64_t d = policy_next_use(p, chunk, &dead);
+    return dead ? UINT64_MAX : d == POLICY_NEVER ? UINT64_MAX - 1 : d;
 }
 
 long policy_victim(const policy_t *p, const uint32_t *candidates, size_t n)
 {
     long best = -1;
-    uint64_t furthest = 0;
+    uint64_t top = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t d = policy_next_use(p, candidates[i]);
-        if (best < 0 || d > furthest) {
+        uint64_t k = policy_evict_key(p, candidates[i]);
+        if (best < 0 || k > top) {
             best = (long)i;
-            furthest = d;
+            top = k;
         }
     }
     return best;
 }
 
+/* ---- prefetch (Note [Prefetch horizon]) -------------------------------------- */
+
+size_t policy_prefetch(policy_t *p, const policy_link_t *link,
+                       bool (*needs)(void *arg, uint32_t chunk), void *arg,
+                       policy_fetch_t *out, size_t max)
+{
+    if (!p->following || p->nsched == 0 || max == 0)
+        return 0;
+    if (++p->seen_stamp == 0) {
+        memset(p->seen, 0, p->nchunks * sizeof *p->seen);
+        p->seen_stamp = 1;
+    }
+    const event_t *s = p->sched;
+    size_t ns = p->nsched;
+    /* the schedule's times: an event's mean, and the iteration's length */
+    uint64_t span = s[ns - 1].t - s[0].t, gap = ns > 1 ? span / (ns - 1) : 0;
+    uint64_t length = span + gap, now = p->pos < ns ? s[p->pos].t : s[ns - 1].t + gap;
+    double bw = link != NULL ? link->bytes_per_ns : 0;
+    double queued = link != NULL ? (double)link->queued_bytes : 0;
+    double chunk = link != NULL ? (double)link->chunk_bytes : 0;
+    size_t taken = 0;
+    for (size_t d = 0; d < ns; d++) {
+        size_t j = (p->pos + d) % ns;
+        uint64_t at = p->pos + d < ns ? s[j].t : s[j].t + length; /* on the schedule's clock */
+        uint64_t until = at > now ? at - now : 0;
+        for (uint32_t c = s[j].first; c < s[j].first + s[j].n; c++) {
+            if (p->seen[c] == p->seen_stamp)
+                continue;
+            p->seen[c] = p->seen_stamp; /* its first event from here: the one that counts */
+            if (s[j].kind != POLICY_USE || !needs(arg, c))
+                continue;
+            if (bw > 0 && (double)until > 2 * (queued + chunk) / bw + 2 * (double)gap)
+                return taken;
+            out[taken++] = (policy_fetch_t){.chunk = c, .events = d, .ns = until};
+            queued += chunk;
+            if (taken == max)
+                return taken;
+        }
+    }
+    return taken;
+}
+
 void policy_usage(const policy_t *p, policy_usage_t *out)
 {
     *out = (policy_usage_t){.schedule_events = p->start != NULL ? p->nsched : 0,
-                            .position = p->ncur,
-                            .iterations = p->iterations};
+                            .position = p->pos,
+                            .recorded = p->ncur,
+                            .iterations = p->iterations,
+                            .found = p->found,
+                            .hits = p->hits,
+                            .misses = p->misses,
+                            .fallbacks = p->fallbacks,
+                            .following = p->following};
 }

@@ -1,23 +1,30 @@
 /*
  * policy/ — decisions, pure C, no device calls (DESIGN.md: policy/): what
- * to evict and, later, what to prefetch, learnt from the schedule of a
- * training iteration.
+ * to evict and what to prefetch, learnt from the schedule of a training
+ * iteration. swap/ reports what the program touches and asks; the trace
+ * simulator (bench/simulate) drives the same code at any scale.
  *
- * This first part is the schedule and its next-use oracle:
- *   event      one access: a run of consecutive chunk ids, in the order
- *              swap/ reports them (policy_access).
- *   iteration  the events between two policy_mark_iteration calls.
+ *   event      one access of a run of consecutive chunk ids, of a kind: a
+ *              use (its data is needed), an overwrite (every byte of the run
+ *              is written before any is read: the old data is dead), or a
+ *              free (dead too). policy_access records one.
+ *   iteration  the events between two boundaries. A boundary is a
+ *              policy_mark_iteration call; a program that never calls it
+ *              gets boundaries found in the repeating sequence of events
+ *              (Note [Finding the iteration] in policy.c).
  *   schedule   the last complete iteration: the oracle for the current one.
- *              Event i of the current iteration is taken to be event i of
- *              the schedule (placement is deterministic, so a repeating
- *              training step repeats its chunk ids: alloc.h).
- *   position   events recorded in the current iteration so far.
+ *   position   where the current iteration is in the schedule: the index of
+ *              the event expected next. Events are matched against the
+ *              schedule as they come, a few inserted, missing or changed
+ *              ones tolerated (Note [Following the schedule]).
  *   next use   of a chunk: events from the position until the schedule next
- *              names it, wrapping into the iteration after (Belady's MIN
- *              evicts the chunk whose next use is furthest).
- * Not yet here (issue 5): automatic iteration boundaries, the check that the
- * current iteration still follows the schedule (and the LRU fallback),
- * prefetch, frees (dead data), and the wiring into swap/.
+ *              names it, wrapping into the iteration after.
+ *   following  whether eviction goes by the schedule (Belady's MIN: the
+ *              chunk used furthest ahead goes first; a chunk whose next
+ *              event is an overwrite or a free, before all) or by recency
+ *              (LRU). LRU while there is no schedule, while more than
+ *              miss_threshold of the last POLICY_WINDOW events were not the
+ *              ones the schedule expected, and always with .lru set.
  *
  * No lock: the caller serializes every call.
  */
@@ -33,8 +40,18 @@
 typedef struct policy policy_t;
 
 typedef struct policy_config {
-    size_t nchunks; /* chunk ids are 0 .. nchunks - 1; at most 2^32 - 1 */
+    size_t nchunks;        /* chunk ids are 0 .. nchunks - 1; at most 2^32 - 2 */
+    bool lru;              /* never follow a schedule (LMS_POLICY=lru) */
+    double miss_threshold; /* of the last POLICY_WINDOW events; 0: 0.25 */
 } policy_config_t;
+
+#define POLICY_WINDOW 64
+
+typedef enum policy_kind {
+    POLICY_USE,       /* reads the run, or writes part of it: its data is needed */
+    POLICY_OVERWRITE, /* writes all of it before reading any: its data is dead */
+    POLICY_FREE,      /* frees it: dead too */
+} policy_kind_t;
 
 /* A next use the schedule does not know: the chunk is not in it. */
 #define POLICY_NEVER UINT64_MAX
@@ -42,35 +59,79 @@ typedef struct policy_config {
 lms_status_t policy_create(const policy_config_t *cfg, policy_t **out);
 void policy_destroy(policy_t *p);
 
-/* Records an access of chunks [first, first + n) as the next event of the
- * current iteration. LMS_ERR_INVALID, recording nothing, if the run is empty
- * or leaves the range; LMS_ERR_OUT_OF_MEMORY if the host has no memory for
- * it (nothing recorded either). */
-lms_status_t policy_access(policy_t *p, size_t first, size_t n);
+/* Records an event: chunks [first, first + n) are accessed as `kind`, at
+ * now_ns (any clock that does not go back; 0 throughout if there is none:
+ * then policy_prefetch has no time to go by). May end an iteration found
+ * automatically. LMS_ERR_INVALID, recording nothing, if the run is empty or
+ * leaves the range, or kind is not a kind; LMS_ERR_OUT_OF_MEMORY if the host
+ * has no memory for it (nothing recorded either). */
+lms_status_t policy_access(policy_t *p, size_t first, size_t n, policy_kind_t kind,
+                           uint64_t now_ns);
 
 /* Ends the current iteration: its events become the schedule (an iteration
  * with none leaves the old schedule in place) and a new iteration starts at
- * position 0. LMS_ERR_OUT_OF_MEMORY, with the old schedule and the current
- * iteration kept, if the host has no memory for the new schedule's index. */
+ * position 0. From the first call on, boundaries come only from here.
+ * LMS_ERR_OUT_OF_MEMORY, with the old schedule and the current iteration
+ * kept, if the host has no memory for the new schedule. */
 lms_status_t policy_mark_iteration(policy_t *p);
 
-/* Whether there is a schedule to ask. */
+/* Whether there is a schedule, and whether eviction follows it now. */
 bool policy_has_schedule(const policy_t *p);
+bool policy_following(const policy_t *p);
 
-/* Events from the current position until the schedule next names chunk:
- * 0 if the event at the position does; past the schedule's end, counted
- * into the next iteration. POLICY_NEVER if there is no schedule, the chunk
- * is not in it, or chunk is out of range. */
-uint64_t policy_next_use(const policy_t *p, size_t chunk);
+/* Events from the position until the schedule next names chunk: 0 if the
+ * event at the position does; past the schedule's end, counted into the
+ * next iteration. POLICY_NEVER if there is no schedule, the chunk is not in
+ * it, or chunk is out of range. With dead != NULL, *dead says whether that
+ * event is an overwrite or a free (false for POLICY_NEVER). */
+uint64_t policy_next_use(const policy_t *p, size_t chunk, bool *dead);
 
-/* Of the n candidate chunks, the index of the one to evict: the furthest
- * next use (POLICY_NEVER first); among equals the first. -1 if n is 0. */
+/* Of the n candidate chunks, the index of the one to evict, -1 if n is 0.
+ * Following: a dead one (next event an overwrite or a free), else the one
+ * used furthest ahead (POLICY_NEVER first); else the least recently
+ * accessed (never accessed first). Among equals the first. */
 long policy_victim(const policy_t *p, const uint32_t *candidates, size_t n);
+
+/* Ranks like policy_victim: a higher key is evicted first. */
+uint64_t policy_evict_key(const policy_t *p, size_t chunk);
+
+/* The link prefetches travel on, for policy_prefetch's time-ahead bound. */
+typedef struct policy_link {
+    double bytes_per_ns;  /* 0: unknown, no time bound */
+    uint64_t queued_bytes; /* copies to the device already queued on it */
+    size_t chunk_bytes;
+} policy_link_t;
+
+typedef struct policy_fetch {
+    uint32_t chunk;
+    uint64_t events; /* its next use, as policy_next_use */
+    uint64_t ns;     /* the time until then, as the schedule took it */
+} policy_fetch_t;
+
+/* What to fetch ahead, in order of use: the chunks whose data the upcoming
+ * events of the schedule use (overwrites and frees need none) and for which
+ * needs(arg, chunk) says a fetch is needed, each once, at most max, and not
+ * more than one iteration ahead. Only while following. A chunk is taken
+ * only while its use is close enough that fetching it now is not early:
+ * while the time until it is at most twice what the link needs for
+ * everything queued and taken before it and itself, plus twice the mean
+ * time of an event (Note [Prefetch horizon]). Returns how many it put in
+ * out; the caller fetches them in order, each into a free block or in place
+ * of a chunk used later (policy_next_use), and stops at the first it
+ * cannot place. Uses scratch state: not concurrent with any other call. */
+size_t policy_prefetch(policy_t *p, const policy_link_t *link,
+                       bool (*needs)(void *arg, uint32_t chunk), void *arg,
+                       policy_fetch_t *out, size_t max);
 
 typedef struct policy_usage {
     size_t schedule_events; /* events in the schedule, 0 if none */
-    size_t position;        /* events recorded in the current iteration */
-    uint64_t iterations;    /* marks that made a schedule */
+    size_t position;        /* in the schedule */
+    size_t recorded;        /* events recorded in the current iteration */
+    uint64_t iterations;    /* boundaries that made a schedule */
+    uint64_t found;         /* of those, found automatically */
+    uint64_t hits, misses;  /* events the schedule expected, and not, ever */
+    uint64_t fallbacks;     /* times following stopped */
+    bool following;
 } policy_usage_t;
 void policy_usage(const policy_t *p, policy_usage_t *out);
 

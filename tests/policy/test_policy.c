@@ -1,6 +1,7 @@
 /*
- * tests/policy/test_policy.c — the schedule and its next-use oracle
- * (policy/ is pure C: tested directly, no device).
+ * tests/policy/test_policy.c — the schedule, its next-use oracle, following
+ * and finding it, and prefetch (policy/ is pure C: tested directly, no
+ * device).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ TestSuite(policy, .init = make, .fini = destroy);
 static void record(const uint32_t *chunks, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        TEST_OK(policy_access(p, chunks[i], 1));
+        TEST_OK(policy_access(p, chunks[i], 1, POLICY_USE, 0));
 }
 
 enum { A = 1, B = 2, C = 3, D = 4, E = 5 };
@@ -33,11 +34,11 @@ enum { A = 1, B = 2, C = 3, D = 4, E = 5 };
 Test(policy, without_a_schedule_nothing_is_known)
 {
     cr_assert_not(policy_has_schedule(p));
-    TEST_OK(policy_access(p, A, 1));
-    cr_assert_eq(policy_next_use(p, A), POLICY_NEVER);
+    TEST_OK(policy_access(p, A, 1, POLICY_USE, 0));
+    cr_assert_eq(policy_next_use(p, A, NULL), POLICY_NEVER);
     TEST_OK(policy_mark_iteration(p)); /* now there is one */
     cr_assert(policy_has_schedule(p));
-    cr_assert_eq(policy_next_use(p, A), 0);
+    cr_assert_eq(policy_next_use(p, A, NULL), 0);
 }
 
 Test(policy, the_next_use_is_counted_in_events_from_the_position)
@@ -45,58 +46,67 @@ Test(policy, the_next_use_is_counted_in_events_from_the_position)
     const uint32_t it[] = {A, B, C, A, D, B}; /* positions 0..5 */
     record(it, 6);
     TEST_OK(policy_mark_iteration(p));
-    cr_assert_eq(policy_next_use(p, A), 0);
-    cr_assert_eq(policy_next_use(p, B), 1);
-    cr_assert_eq(policy_next_use(p, C), 2);
-    cr_assert_eq(policy_next_use(p, D), 4);
-    cr_assert_eq(policy_next_use(p, E), POLICY_NEVER, "not in the schedule");
-    TEST_OK(policy_access(p, A, 1)); /* position 1 */
-    cr_assert_eq(policy_next_use(p, A), 2, "its next use is event 3");
-    cr_assert_eq(policy_next_use(p, B), 0);
+    cr_assert_eq(policy_next_use(p, A, NULL), 0);
+    cr_assert_eq(policy_next_use(p, B, NULL), 1);
+    cr_assert_eq(policy_next_use(p, C, NULL), 2);
+    cr_assert_eq(policy_next_use(p, D, NULL), 4);
+    cr_assert_eq(policy_next_use(p, E, NULL), POLICY_NEVER, "not in the schedule");
+    TEST_OK(policy_access(p, A, 1, POLICY_USE, 0)); /* position 1 */
+    cr_assert_eq(policy_next_use(p, A, NULL), 2, "its next use is event 3");
+    cr_assert_eq(policy_next_use(p, B, NULL), 0);
     const uint32_t cands[] = {A, B, C, D};
     cr_assert_eq(policy_victim(p, cands, 4), 3, "D is used last");
     const uint32_t with_e[] = {A, E, D};
     cr_assert_eq(policy_victim(p, with_e, 3), 1, "a chunk the schedule never names goes first");
     record((const uint32_t[]){B, C, A, D}, 4); /* position 5 */
-    cr_assert_eq(policy_next_use(p, B), 0);
-    cr_assert_eq(policy_next_use(p, A), 1, "next iteration: 6 - 5 + 0");
-    cr_assert_eq(policy_next_use(p, C), 3, "6 - 5 + 2");
-    record((const uint32_t[]){B, A, A}, 3); /* position 8: past the schedule's end */
-    cr_assert_eq(policy_next_use(p, D), 4, "counted from the schedule's start");
+    cr_assert_eq(policy_next_use(p, B, NULL), 0);
+    cr_assert_eq(policy_next_use(p, A, NULL), 1, "next iteration: 6 - 5 + 0");
+    cr_assert_eq(policy_next_use(p, C, NULL), 3, "6 - 5 + 2");
+    /* an iteration longer than the schedule goes on matching it from its
+     * start: B ends it, A is its first event again, and the second A is
+     * the schedule's next A, two events on (B and C missing) */
+    record((const uint32_t[]){B, A, A}, 3);
+    cr_assert_eq(policy_next_use(p, D, NULL), 0);
     policy_usage_t u;
     policy_usage(p, &u);
-    cr_assert(u.schedule_events == 6 && u.position == 8 && u.iterations == 1);
+    cr_assert(u.schedule_events == 6 && u.position == 4 && u.recorded == 8 && u.iterations == 1);
+    cr_assert(u.hits == 7 && u.misses == 1);
 }
 
 Test(policy, a_run_names_every_chunk_in_it)
 {
-    TEST_OK(policy_access(p, 10, 4)); /* 10..13 */
-    TEST_OK(policy_access(p, 12, 1));
+    TEST_OK(policy_access(p, 10, 4, POLICY_USE, 0)); /* 10..13 */
+    TEST_OK(policy_access(p, 12, 1, POLICY_USE, 0));
     TEST_OK(policy_mark_iteration(p));
-    TEST_OK(policy_access(p, 10, 4)); /* position 1 */
-    cr_assert_eq(policy_next_use(p, 12), 0);
-    cr_assert_eq(policy_next_use(p, 13), 1, "its next use is next iteration's first event");
-    cr_assert_eq(policy_next_use(p, 14), POLICY_NEVER);
+    TEST_OK(policy_access(p, 10, 4, POLICY_USE, 0)); /* position 1 */
+    cr_assert_eq(policy_next_use(p, 12, NULL), 0);
+    cr_assert_eq(policy_next_use(p, 13, NULL), 1, "its next use is next iteration's first event");
+    cr_assert_eq(policy_next_use(p, 14, NULL), POLICY_NEVER);
 }
 
 Test(policy, bad_input_is_refused_and_changes_nothing)
 {
     record((const uint32_t[]){A, B}, 2);
-    TEST_FAILS(LMS_ERR_INVALID, policy_access(p, NCHUNKS, 1));
-    TEST_FAILS(LMS_ERR_INVALID, policy_access(p, 5, 0));
-    TEST_FAILS(LMS_ERR_INVALID, policy_access(p, NCHUNKS - 2, 3));
-    TEST_FAILS(LMS_ERR_INVALID, policy_access(p, 1, SIZE_MAX));
+    TEST_FAILS(LMS_ERR_INVALID, policy_access(p, NCHUNKS, 1, POLICY_USE, 0));
+    TEST_FAILS(LMS_ERR_INVALID, policy_access(p, 5, 0, POLICY_USE, 0));
+    TEST_FAILS(LMS_ERR_INVALID, policy_access(p, NCHUNKS - 2, 3, POLICY_USE, 0));
+    TEST_FAILS(LMS_ERR_INVALID, policy_access(p, 1, SIZE_MAX, POLICY_USE, 0));
+    TEST_FAILS(LMS_ERR_INVALID, policy_access(p, 1, 1, (policy_kind_t)7, 0));
     policy_usage_t u;
     policy_usage(p, &u);
-    cr_assert_eq(u.position, 2);
+    cr_assert_eq(u.recorded, 2);
     TEST_OK(policy_mark_iteration(p));
-    cr_assert_eq(policy_next_use(p, NCHUNKS), POLICY_NEVER);
-    cr_assert_eq(policy_next_use(p, SIZE_MAX), POLICY_NEVER);
+    cr_assert_eq(policy_next_use(p, NCHUNKS, NULL), POLICY_NEVER);
+    cr_assert_eq(policy_next_use(p, SIZE_MAX, NULL), POLICY_NEVER);
     cr_assert_eq(policy_victim(p, NULL, 0), -1);
     policy_t *q;
     policy_config_t bad = {.nchunks = 0};
     TEST_FAILS(LMS_ERR_INVALID, policy_create(&bad, &q));
     TEST_FAILS(LMS_ERR_INVALID, policy_create(NULL, &q));
+    policy_config_t bad_threshold = {.nchunks = 4, .miss_threshold = 1.5};
+    TEST_FAILS(LMS_ERR_INVALID, policy_create(&bad_threshold, &q));
+    bad_threshold.miss_threshold = -0.1;
+    TEST_FAILS(LMS_ERR_INVALID, policy_create(&bad_threshold, &q));
 }
 
 Test(policy, an_empty_iteration_keeps_the_schedule)
@@ -107,12 +117,12 @@ Test(policy, an_empty_iteration_keeps_the_schedule)
     policy_usage_t u;
     policy_usage(p, &u);
     cr_assert(u.schedule_events == 3 && u.iterations == 1);
-    cr_assert_eq(policy_next_use(p, C), 2);
+    cr_assert_eq(policy_next_use(p, C, NULL), 2);
     /* a new iteration replaces it */
     record((const uint32_t[]){C, A}, 2);
     TEST_OK(policy_mark_iteration(p));
-    cr_assert_eq(policy_next_use(p, C), 0);
-    cr_assert_eq(policy_next_use(p, B), POLICY_NEVER, "gone from the new schedule");
+    cr_assert_eq(policy_next_use(p, C, NULL), 0);
+    cr_assert_eq(policy_next_use(p, B, NULL), POLICY_NEVER, "gone from the new schedule");
 }
 
 /* ---- Belady: the oracle's evictions miss as little as offline MIN ---- */
@@ -166,7 +176,7 @@ static size_t misses(const uint32_t *seq, size_t n, rule_t rule)
         }
         last[c] = i;
         if (rule == BY_POLICY)
-            TEST_OK(policy_access(p, c, 1));
+            TEST_OK(policy_access(p, c, 1, POLICY_USE, 0));
     }
     return missed;
 }
@@ -194,4 +204,265 @@ Test(policy, evicting_by_the_schedule_misses_as_little_as_belady)
     cr_assert_lt(all_min, all_lru, "the traces leave room to choose badly (LRU: %zu, MIN: %zu)",
                  all_lru, all_min);
     free(seq);
+}
+
+/* ---- dead data, LRU ---- */
+
+Test(policy, data_overwritten_or_freed_before_its_next_read_is_dead_and_goes_first)
+{
+    TEST_OK(policy_access(p, A, 1, POLICY_USE, 0));
+    TEST_OK(policy_access(p, B, 1, POLICY_OVERWRITE, 0));
+    TEST_OK(policy_access(p, C, 1, POLICY_USE, 0));
+    TEST_OK(policy_access(p, A, 1, POLICY_FREE, 0));
+    TEST_OK(policy_access(p, B, 1, POLICY_USE, 0));
+    TEST_OK(policy_mark_iteration(p));
+    bool dead = true;
+    cr_assert_eq(policy_next_use(p, A, &dead), 0);
+    cr_assert_not(dead);
+    cr_assert_eq(policy_next_use(p, B, &dead), 1);
+    cr_assert(dead, "its next event overwrites it");
+    cr_assert_eq(policy_victim(p, (const uint32_t[]){C, B}, 2), 1,
+                 "B, dead, goes before C, used later");
+    TEST_OK(policy_access(p, A, 1, POLICY_USE, 0));
+    cr_assert_eq(policy_next_use(p, A, &dead), 2);
+    cr_assert(dead, "it is freed next");
+    cr_assert_eq(policy_next_use(p, E, &dead), POLICY_NEVER);
+    cr_assert_not(dead);
+}
+
+Test(policy, without_a_schedule_the_least_recently_accessed_goes_first)
+{
+    record((const uint32_t[]){A, B, C, A}, 4);
+    cr_assert_not(policy_following(p));
+    cr_assert_eq(policy_victim(p, (const uint32_t[]){A, B, C}, 3), 1);
+    cr_assert_eq(policy_victim(p, (const uint32_t[]){A, C, D}, 3), 2, "D was never accessed");
+}
+
+Test(policy, lms_policy_lru_never_follows)
+{
+    policy_t *q;
+    policy_config_t cfg = {.nchunks = NCHUNKS, .lru = true};
+    TEST_OK(policy_create(&cfg, &q));
+    for (int it = 0; it < 3; it++) {
+        for (uint32_t c = 0; c < 8; c++)
+            TEST_OK(policy_access(q, c, 1, POLICY_USE, 0));
+        TEST_OK(policy_mark_iteration(q));
+    }
+    cr_assert_not(policy_has_schedule(q));
+    cr_assert_not(policy_following(q));
+    cr_assert_eq(policy_victim(q, (const uint32_t[]){7, 3, 5}, 3), 1, "3 is the least recent");
+    policy_fetch_t f[4];
+    cr_assert_eq(policy_prefetch(q, NULL, NULL, NULL, f, 4), 0);
+    policy_destroy(q);
+}
+
+/* ---- following the schedule ---- */
+
+#define LONG 120 /* events of an iteration in the tests below */
+
+/* A repeating iteration of LONG events over chunks 0..47: runs of 1 to 3,
+ * some overwrites. Chunks 48..59 are left for noise, 60..63 for probes. */
+static void iteration_of(unsigned seed, uint32_t (*ev)[3], size_t n)
+{
+    srand(seed);
+    for (size_t i = 0; i < n; i++) {
+        ev[i][1] = 1 + (uint32_t)(rand() % 3);
+        ev[i][0] = (uint32_t)(rand() % (48 - 2));
+        ev[i][2] = rand() % 5 == 0 ? POLICY_OVERWRITE : POLICY_USE;
+    }
+}
+
+static void play(policy_t *q, uint32_t (*ev)[3], size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        TEST_OK(policy_access(q, ev[i][0], ev[i][1], (policy_kind_t)ev[i][2], 0));
+}
+
+static void noise(policy_t *q, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        TEST_OK(policy_access(q, 48 + (size_t)rand() % 12, 1, POLICY_USE, 0));
+}
+
+Test(policy, a_few_changed_missing_or_extra_events_keep_it_following)
+{
+    uint32_t ev[LONG][3];
+    iteration_of(7, ev, LONG);
+    play(p, ev, 0, LONG);
+    TEST_OK(policy_mark_iteration(p));
+    cr_assert(policy_following(p));
+    play(p, ev, 0, 30);
+    noise(p, 1);          /* an extra event */
+    play(p, ev, 31, 60);  /* a changed one: 30 is replaced by the noise */
+    play(p, ev, 61, 90);  /* a missing one: 60 */
+    noise(p, 2);          /* two extra */
+    play(p, ev, 90, 110);
+    cr_assert(policy_following(p));
+    policy_usage_t u;
+    policy_usage(p, &u);
+    cr_assert_eq(u.position, 110, "back in step with the schedule");
+    cr_assert_leq(u.misses, 6);
+    bool dead;
+    for (size_t i = 110; i < LONG; i++) /* the oracle names what comes next */
+        for (uint32_t c = ev[i][0]; c < ev[i][0] + ev[i][1]; c++)
+            cr_assert_leq(policy_next_use(p, c, &dead), i - 110);
+}
+
+Test(policy, it_falls_back_to_lru_while_the_schedule_misses_and_returns_when_it_matches)
+{
+    uint32_t ev[LONG][3];
+    iteration_of(11, ev, LONG);
+    play(p, ev, 0, LONG);
+    TEST_OK(policy_mark_iteration(p));
+    srand(3);
+    TEST_OK(policy_access(p, 60, 1, POLICY_USE, 0));
+    noise(p, 40); /* nothing the schedule knows */
+    TEST_OK(policy_access(p, 61, 1, POLICY_USE, 0));
+    cr_assert_not(policy_following(p));
+    policy_usage_t u;
+    policy_usage(p, &u);
+    cr_assert_eq(u.fallbacks, 1);
+    /* LRU now: the least recently accessed chunk goes, not the one used furthest ahead */
+    cr_assert_eq(policy_victim(p, (const uint32_t[]){61, 60}, 2), 1,
+                 "LRU: 60, accessed before 61 (by the schedule, neither is ever used: a tie)");
+    play(p, ev, 0, LONG); /* the schedule again, from where it stood */
+    cr_assert(policy_following(p), "it matches again");
+    policy_usage(p, &u);
+    cr_assert_eq(u.fallbacks, 1);
+}
+
+/* ---- finding the iteration ---- */
+
+/* Plays `times` iterations of ev, each with `changes` events replaced by
+ * noise at random places. */
+static void play_noisy(policy_t *q, uint32_t (*ev)[3], size_t n, int times, int changes)
+{
+    for (int it = 0; it < times; it++) {
+        size_t at[8];
+        for (int k = 0; k < changes; k++)
+            at[k] = (size_t)rand() % n;
+        for (size_t i = 0; i < n; i++) {
+            bool changed = false;
+            for (int k = 0; k < changes; k++)
+                changed |= at[k] == i;
+            if (changed)
+                noise(q, 1);
+            else
+                play(q, ev, i, i + 1);
+        }
+    }
+}
+
+Test(policy, a_repeating_sequence_is_found_without_marks)
+{
+    uint32_t ev[LONG][3];
+    iteration_of(5, ev, LONG);
+    srand(99);
+    play_noisy(p, ev, LONG, 2, 0);
+    policy_usage_t u;
+    policy_usage(p, &u);
+    cr_assert(policy_has_schedule(p), "found after two iterations");
+    cr_assert(policy_following(p));
+    cr_assert_eq(u.schedule_events, LONG);
+    cr_assert_eq(u.found, 1);
+    play_noisy(p, ev, LONG, 3, 0);
+    policy_usage(p, &u);
+    /* each iteration after it ends by itself, at the next one's first event */
+    cr_assert_eq(u.iterations, 3, "%llu", (unsigned long long)u.iterations);
+    cr_assert_eq(u.misses, 0);
+}
+
+Test(policy, finding_it_survives_a_few_changed_events)
+{
+    uint32_t ev[LONG][3];
+    iteration_of(6, ev, LONG);
+    srand(1234);
+    play_noisy(p, ev, LONG, 3, 3); /* 3 of 120 events differ in each iteration */
+    cr_assert(policy_has_schedule(p));
+    policy_usage_t before, u;
+    policy_usage(p, &before);
+    cr_assert_eq(before.schedule_events, LONG);
+    play_noisy(p, ev, LONG, 4, 3);
+    policy_usage(p, &u);
+    cr_assert(policy_following(p));
+    cr_assert_eq(u.fallbacks, 0);
+    cr_assert_geq(u.iterations - before.iterations, 3, "boundaries still found: %llu",
+                  (unsigned long long)(u.iterations - before.iterations));
+    cr_assert_geq(u.hits - before.hits, (4 * LONG) * 9 / 10, "the schedule predicted %llu of %d",
+                  (unsigned long long)(u.hits - before.hits), 4 * LONG);
+}
+
+Test(policy, a_sequence_that_changes_for_good_is_found_again)
+{
+    uint32_t one[LONG][3], two[LONG][3];
+    iteration_of(8, one, LONG);
+    iteration_of(9, two, 90);
+    play_noisy(p, one, LONG, 3, 0);
+    cr_assert(policy_following(p));
+    play_noisy(p, two, 90, 8, 0); /* a new iteration of 90 events */
+    policy_usage_t u;
+    policy_usage(p, &u);
+    cr_assert(policy_following(p));
+    cr_assert_eq(u.schedule_events, 90, "%zu events, found %llu", u.schedule_events,
+                 (unsigned long long)u.found);
+    cr_assert_eq(u.found, 2);
+    cr_assert_eq(u.fallbacks, 1);
+}
+
+Test(policy, marks_turn_finding_off)
+{
+    uint32_t ev[LONG][3];
+    iteration_of(10, ev, LONG);
+    TEST_OK(policy_access(p, 60, 1, POLICY_USE, 0));
+    TEST_OK(policy_mark_iteration(p));
+    play_noisy(p, ev, LONG, 3, 0);
+    policy_usage_t u;
+    policy_usage(p, &u);
+    cr_assert_eq(u.iterations, 1, "only the mark made a schedule");
+    cr_assert_eq(u.found, 0);
+    cr_assert_eq(u.recorded, 3 * LONG);
+    TEST_OK(policy_mark_iteration(p));
+    policy_usage(p, &u);
+    cr_assert_eq(u.schedule_events, 3 * LONG);
+}
+
+/* ---- prefetch ---- */
+
+static bool needs_all_but_c(void *arg, uint32_t chunk)
+{
+    (void)arg;
+    return chunk != C;
+}
+
+Test(policy, prefetch_names_what_is_read_next_in_order_within_the_horizon)
+{
+    /* an event each 10 ns: A, B overwritten, B, C, A, D */
+    const uint32_t seq[][2] = {{A, POLICY_USE},  {B, POLICY_OVERWRITE}, {B, POLICY_USE},
+                               {C, POLICY_USE},  {A, POLICY_USE},       {D, POLICY_USE}};
+    for (int i = 0; i < 6; i++)
+        TEST_OK(policy_access(p, seq[i][0], 1, (policy_kind_t)seq[i][1], 10 * (uint64_t)i));
+    policy_fetch_t f[8];
+    cr_assert_eq(policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 8), 0, "no schedule yet");
+    TEST_OK(policy_mark_iteration(p));
+    size_t n = policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 8);
+    /* B's old data is dead (overwritten first), C needs no fetch, A once */
+    cr_assert_eq(n, 2);
+    cr_assert(f[0].chunk == A && f[0].events == 0 && f[0].ns == 0);
+    cr_assert(f[1].chunk == D && f[1].events == 5 && f[1].ns == 50);
+    cr_assert_eq(policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 1), 1, "at most max");
+    /* a slow link (1 byte/ns, 100-byte chunks) wants D early; a fast one not yet */
+    policy_link_t slow = {.bytes_per_ns = 1, .chunk_bytes = 100};
+    cr_assert_eq(policy_prefetch(p, &slow, needs_all_but_c, NULL, f, 8), 2);
+    policy_link_t fast = {.bytes_per_ns = 100, .chunk_bytes = 100};
+    cr_assert_eq(policy_prefetch(p, &fast, needs_all_but_c, NULL, f, 8), 1,
+                 "D is 50 ns ahead, the horizon 2 x 2 ns + 2 x 10 ns");
+    fast.queued_bytes = 2000; /* a queue ahead of it moves the horizon out: 2 x 22 + 20 */
+    cr_assert_eq(policy_prefetch(p, &fast, needs_all_but_c, NULL, f, 8), 2);
+    /* near the end, the next iteration's uses follow, timed round the end */
+    for (int i = 0; i < 5; i++)
+        TEST_OK(policy_access(p, seq[i][0], 1, (policy_kind_t)seq[i][1], 60 + 10 * (uint64_t)i));
+    n = policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 8);
+    cr_assert_eq(n, 2);
+    cr_assert(f[0].chunk == D && f[0].events == 0 && f[0].ns == 0);
+    cr_assert(f[1].chunk == A && f[1].events == 1 && f[1].ns == 10);
 }
