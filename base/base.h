@@ -85,6 +85,8 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "small freed memory each thread keeps for its own reuse, lock-free; 0 = none")       \
     X(swap_piece, size, "0", NULL,                                                            \
       "bytes a swap remaps and copies as one step, overlapping the next; 0 = 16 MiB")      \
+    X(policy, choice, "schedule", "schedule|lru",                                            \
+      "eviction: by the learnt iteration schedule (Belady, with prefetch), or LRU only")  \
     X(stats, int, "0", NULL, "1: print lms_stats() on stderr at exit")
 
 #define BASE_OPTION_CTYPE_size uint64_t

@@ -122,6 +122,16 @@ LMS_API lms_status_t lms_access(const void *ptr, size_t bytes, lms_access_mode_t
                                 lms_stream_t stream);
 LMS_API lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t stream);
 
+/* Marks the end of a training iteration (a step: forward, backward and
+ * optimizer). lms learns the order in which an iteration accesses memory and,
+ * from the next iteration on, evicts what is needed furthest ahead and
+ * fetches what is needed next before it is accessed (LMS_POLICY=schedule, the
+ * default). Without marks, lms finds iterations in the repeating sequence of
+ * accesses itself; once a program marks one, only marks end iterations.
+ * While accesses stop following the learnt order, eviction is least recently
+ * used. Optional: calling it is never needed for correctness. */
+LMS_API lms_status_t lms_mark_iteration(void);
+
 /* Makes [ptr, ptr + bytes) resident, waits until it is, and keeps it resident
  * (for any stream, with no lms_access) until as many lms_unpin calls of the
  * same range. For memory the program cannot name per piece of work (pointer
@@ -137,8 +147,8 @@ typedef struct lms_stats {
     uint64_t evictions;       /* chunks evicted with a copy */
     uint64_t clean_drops;     /* chunks evicted without one: their host copy was current */
     uint64_t fetches;         /* chunks fetched */
-    uint64_t prefetch_hits;   /* accesses that found a prefetched chunk ready (0 until
-                                 prefetching exists: the policy issue) */
+    uint64_t prefetch_hits;   /* chunks an access found fetched ahead of it (landed or
+                                 on the way) */
     uint64_t stall_ns;        /* time callers were blocked waiting for an eviction */
     uint64_t ooms;            /* calls that failed with LMS_ERR_OUT_OF_MEMORY */
     uint64_t resident_bytes;  /* backed by device memory now */

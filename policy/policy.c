@@ -33,7 +33,11 @@
  * period L is then checked event by event, each against the one L before
  * it; it is dropped once more than 2 + 1/8 of its checks failed (a few
  * changed events pass), and accepted once it has passed max(L,
- * DETECT_CHECKS) checks: a whole period repeated. The last L events become
+ * DETECT_CHECKS) checks: a whole period repeated. Since a program's first
+ * events (set-up, a first step unlike the rest) may never come back, later
+ * events anchor too: DETECT_ANCHORS of them at DETECT_WINDOW x (2^g - 1)
+ * events from the start, g = 1, 2, ..., so that a preamble of P events
+ * delays the search by about P, whatever the period. The last L events become
  * the schedule, and from then on an iteration ends where the schedule's
  * matching wraps round its end, while it follows: the event that matched is
  * the next iteration's first. Where the boundary falls within the program's own step
@@ -53,6 +57,24 @@
  * it is not, chunks arrive a little before their use and the device keeps
  * what is used sooner. Times come from the schedule's own events
  * (policy_access's now_ns).
+ *
+ * Note [Prefetch without harm]
+ * Fetching chunk c ahead of its use at d (events from the position) in
+ * place of a resident chunk v is harmless only if Belady's MIN, at d, would
+ * evict v too; else the prefetch costs a copy MIN would not make. A loop
+ * over more than fits shows it: fetching the next chunk in place of the one
+ * used furthest ahead now moves every chunk once per iteration, while MIN
+ * evicts the one just used (at d its next use is the furthest) and keeps
+ * the rest. MIN at d chooses among the chunks resident then: those used
+ * before d, with their next use after d, and the others. So c may take v's
+ * place only if v's next use comes after evict_after = the latest next use
+ * (after d) of every chunk used from the event before the position up to
+ * d: the running maximum, over the uses walked, of the next use after each
+ * (the last use before d of any chunk has its next one after d, so the
+ * maximum is one of those). The result: what is fetched ahead is what MIN
+ * fetches, as early as it can be (the "conservative" strategy of Cao et
+ * al., SIGMETRICS 1995), and a free block beyond the caller's reserve takes
+ * a chunk without conditions.
  */
 #include <string.h>
 
@@ -63,6 +85,7 @@
 #define DETECT_ANCHORS 4
 #define DETECT_CHECKS 16
 #define DETECT_CANDIDATES 64
+#define DETECT_WINDOW 64 /* anchors: Note [Finding the iteration] */
 #define DETECT_MAX_EVENTS ((size_t)1 << 20) /* recorded without finding one: start over */
 #define DEFAULT_MISS_THRESHOLD 0.25
 
@@ -276,18 +299,21 @@ static lms_status_t detect(policy_t *p)
         }
         k++;
     }
-    for (size_t a = 0; a < DETECT_ANCHORS && p->det_base + a + 2 <= i; a++) {
-        size_t period = i - (p->det_base + a);
-        if (!same(&ev[i], &ev[p->det_base + a]) || p->ncand == DETECT_CANDIDATES)
-            continue;
-        bool known = false;
-        for (size_t k = 0; k < p->ncand && !known; k++)
-            known = p->cand[k].period == period;
-        if (!known) /* the match that proposed it is its first check */
-            p->cand[p->ncand++] = (candidate_t){.period = period, .checked = 1};
-    }
-    if (i + 1 - p->det_base >= DETECT_MAX_EVENTS) { /* none: start over */
-        p->ncur = 0;
+    /* anchors: DETECT_ANCHORS events at det_base + DETECT_WINDOW x (2^g - 1) */
+    for (size_t g = 0, b = p->det_base; b < i;
+         g++, b = p->det_base + DETECT_WINDOW * (((size_t)1 << g) - 1))
+        for (size_t a = b; a < b + DETECT_ANCHORS && a + 2 <= i; a++) {
+            size_t period = i - a;
+            if (!same(&ev[i], &ev[a]) || p->ncand == DETECT_CANDIDATES)
+                continue;
+            bool known = false;
+            for (size_t k = 0; k < p->ncand && !known; k++)
+                known = p->cand[k].period == period;
+            if (!known) /* the match that proposed it is its first check */
+                p->cand[p->ncand++] = (candidate_t){.period = period, .checked = 1};
+        }
+    if (i + 1 - p->det_base >= DETECT_MAX_EVENTS) {
+        p->ncur = 0; /* none: start over */
         p->det_base = 0;
         p->ncand = 0;
     }
@@ -394,7 +420,24 @@ long policy_victim(const policy_t *p, const uint32_t *candidates, size_t n)
     return best;
 }
 
-/* ---- prefetch (Note [Prefetch horizon]) -------------------------------------- */
+/* ---- prefetch (Note [Prefetch horizon], Note [Prefetch without harm]) --------- */
+
+/* Events from schedule event j to chunk c's next use after it (wrapping
+ * round the end; the schedule's length if j is its only one). c must be in
+ * the schedule. */
+static uint64_t use_after(const policy_t *p, size_t c, size_t j)
+{
+    const uint32_t *u = p->use + p->start[c];
+    size_t lo = 0, hi = p->start[c + 1] - p->start[c], n = hi;
+    while (lo < hi) { /* the first use after j */
+        size_t mid = lo + (hi - lo) / 2;
+        if (u[mid] <= j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n ? u[lo] - j : p->nsched - j + u[0];
+}
 
 size_t policy_prefetch(policy_t *p, const policy_link_t *link,
                        bool (*needs)(void *arg, uint32_t chunk), void *arg,
@@ -414,24 +457,40 @@ size_t policy_prefetch(policy_t *p, const policy_link_t *link,
     double bw = link != NULL ? link->bytes_per_ns : 0;
     double queued = link != NULL ? (double)link->queued_bytes : 0;
     double chunk = link != NULL ? (double)link->chunk_bytes : 0;
+    size_t walk = ns;
+    if (link != NULL && link->max_events > 0 && link->max_events < ns)
+        walk = link->max_events;
+    /* the latest next use of the chunks used so far, from the event before
+     * the position on (Note [Prefetch without harm]) */
+    size_t before = (p->pos + ns - 1) % ns;
+    uint64_t latest = 0;
+    for (uint32_t c = s[before].first; c < s[before].first + s[before].n; c++) {
+        uint64_t q = use_after(p, c, before);
+        latest = q - 1 > latest ? q - 1 : latest;
+    }
     size_t taken = 0;
-    for (size_t d = 0; d < ns; d++) {
+    for (size_t d = 0; d < walk; d++) {
         size_t j = (p->pos + d) % ns;
         uint64_t at = p->pos + d < ns ? s[j].t : s[j].t + length; /* on the schedule's clock */
         uint64_t until = at > now ? at - now : 0;
+        if (bw > 0 && (double)until > 2 * (queued + chunk) / bw + 2 * (double)gap)
+            break; /* nothing from here on is close enough */
+        uint64_t next_latest = latest;
         for (uint32_t c = s[j].first; c < s[j].first + s[j].n; c++) {
+            uint64_t q = d + use_after(p, c, j);
+            next_latest = q > next_latest ? q : next_latest;
             if (p->seen[c] == p->seen_stamp)
                 continue;
             p->seen[c] = p->seen_stamp; /* its first event from here: the one that counts */
             if (s[j].kind != POLICY_USE || !needs(arg, c))
                 continue;
-            if (bw > 0 && (double)until > 2 * (queued + chunk) / bw + 2 * (double)gap)
-                return taken;
-            out[taken++] = (policy_fetch_t){.chunk = c, .events = d, .ns = until};
+            out[taken++] = (policy_fetch_t){.chunk = c, .events = d, .ns = until,
+                                            .evict_after = latest > d ? latest : d};
             queued += chunk;
             if (taken == max)
                 return taken;
         }
+        latest = next_latest;
     }
     return taken;
 }

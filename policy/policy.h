@@ -100,24 +100,28 @@ typedef struct policy_link {
     double bytes_per_ns;  /* 0: unknown, no time bound */
     uint64_t queued_bytes; /* copies to the device already queued on it */
     size_t chunk_bytes;
+    size_t max_events;    /* events looked ahead at most; 0: an iteration */
 } policy_link_t;
 
 typedef struct policy_fetch {
     uint32_t chunk;
     uint64_t events; /* its next use, as policy_next_use */
     uint64_t ns;     /* the time until then, as the schedule took it */
+    uint64_t evict_after; /* a chunk evicted to make room for it must have its
+                             next use (policy_evict_key) after this many events */
 } policy_fetch_t;
 
 /* What to fetch ahead, in order of use: the chunks whose data the upcoming
  * events of the schedule use (overwrites and frees need none) and for which
  * needs(arg, chunk) says a fetch is needed, each once, at most max, and not
- * more than one iteration ahead. Only while following. A chunk is taken
- * only while its use is close enough that fetching it now is not early:
- * while the time until it is at most twice what the link needs for
- * everything queued and taken before it and itself, plus twice the mean
- * time of an event (Note [Prefetch horizon]). Returns how many it put in
- * out; the caller fetches them in order, each into a free block or in place
- * of a chunk used later (policy_next_use), and stops at the first it
+ * more than one iteration (or link->max_events) ahead. Only while
+ * following. A chunk is taken only while its use is close enough that
+ * fetching it now is not early: while the time until it is at most twice
+ * what the link needs for everything queued and taken before it and itself,
+ * plus twice the mean time of an event (Note [Prefetch horizon]). Returns
+ * how many it put in out; the caller fetches them in order, each into a
+ * spare block or in place of a chunk whose evict key is above its
+ * evict_after (Note [Prefetch without harm]), and stops at the first it
  * cannot place. Uses scratch state: not concurrent with any other call. */
 size_t policy_prefetch(policy_t *p, const policy_link_t *link,
                        bool (*needs)(void *arg, uint32_t chunk), void *arg,

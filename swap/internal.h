@@ -11,6 +11,7 @@
 
 #include "alloc/alloc.h"
 #include "base/base.h"
+#include "policy/policy.h"
 #include "swap/hostpool.h"
 #include "swap/swap.h"
 
@@ -82,6 +83,7 @@ typedef struct chunk {
     bool drop_host;     /* drop the host copy once xfer is done */
     bool free;          /* free in alloc/ */
     bool on_lru;
+    bool prefetched;    /* fetched ahead of use, not yet used (stats.prefetch_hits) */
     bool broken;        /* RESIDENT, but neither accessible nor holding its
                            data (residency.c: unmap_unused): repaired before
                            any use, never evicted */
@@ -117,6 +119,19 @@ typedef struct state {
     pthread_cond_t unheld;
     size_t low, high;             /* reclaim watermarks, in blocks */
     size_t piece;                 /* chunks remapped and copied as one step (Note [Pipelined swaps]) */
+    policy_t *policy;             /* what to evict and fetch ahead (NULL with LMS_SWAP=0) */
+    struct ranked *ranked;        /* scratch: victims ranked (residency.c) */
+    policy_fetch_t *ahead;        /* scratch: what to prefetch */
+    uint32_t *fetch_list;         /* scratch: the same, sorted */
+    size_t ranked_n;              /* ranked, while ranked_for == accesses */
+    uint32_t ranked_for;
+    uint64_t host_entries;        /* times a chunk went to the host */
+    uint64_t walk_host_entries;   /* ... when prefetch last looked ahead, */
+    size_t walk_pos;              /* from where, */
+    bool walk_found_none;         /* and found nothing to fetch */
+    uint64_t h2d_seen_ns;         /* the H2D link's rate, learnt (Note [Prefetch]) */
+    uint64_t h2d_busy_ns, h2d_busy_bytes;
+    bool h2d_was_busy;
     pthread_t reclaimer;
     pthread_cond_t wake;
     bool reclaimer_started, stop;
@@ -171,6 +186,8 @@ HIDDEN void resid_destroy(void);        /* after the device is drained */
 HIDDEN void resid_placed(alloc_chunks_t used);
 HIDDEN void resid_freed(alloc_chunks_t freed);
 HIDDEN void resid_dead(alloc_chunks_t dead); /* freed, not yet released */
+HIDDEN void resid_free_event(alloc_chunks_t gone); /* an allocation of whole chunks freed: for policy/ */
+HIDDEN lms_status_t resid_mark_iteration(void);
 HIDDEN void resid_close_window(void);   /* the calling thread's */
 HIDDEN lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n, stream_t *s,
                                  int slot, int pin);

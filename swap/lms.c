@@ -307,6 +307,7 @@ void swap_config_from_options(swap_config_t *cfg)
         .thread_cache = o->thread_cache,
         .swap_piece = o->swap_piece,
         .stats_at_exit = o->stats != 0,
+        .policy_lru = strcmp(o->policy, "lru") == 0,
     };
     dev_config_from_options(&cfg->device);
 }
@@ -655,6 +656,9 @@ static bool offset_of(const void *ptr, size_t *offset)
  * pending list; the allocation is then still freed, and the caller's. */
 static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size)
 {
+    int cls = alloc_class_at(S->alloc, offset);
+    if (cls < 0) /* policy/ learns when whole chunks die (in program order) */
+        resid_free_event((alloc_chunks_t){offset / S->chunk, (size + S->chunk - 1) / S->chunk});
     if (s == NULL || S->live_streams == 1) {
         alloc_chunks_t freed;
         alloc_release(S->alloc, offset, &freed);
@@ -662,7 +666,6 @@ static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size)
         S->released_at_once++;
         return LMS_OK;
     }
-    int cls = alloc_class_at(S->alloc, offset);
     deque_t *d = cls >= 0 ? &s->small[cls] : &s->large;
     if (!dq_push(d, (pending_t){offset, size, s->epoch}))
         return LMS_ERR_OUT_OF_MEMORY;
@@ -891,6 +894,16 @@ lms_status_t lms_access(const void *ptr, size_t bytes, lms_access_mode_t mode, l
 {
     lms_range_t r = {ptr, bytes, mode};
     return lms_access_many(&r, 1, stream);
+}
+
+lms_status_t lms_mark_iteration(void)
+{
+    enter();
+    lms_status_t st = ensure();
+    if (st == LMS_OK)
+        st = resid_mark_iteration();
+    leave();
+    return st;
 }
 
 lms_status_t lms_pin(const void *ptr, size_t bytes)

@@ -85,6 +85,24 @@
  * a D2H copy is in flight (40 us per 2 MiB beside an H2D one, 30 idle), so
  * an early step that sets access beside evictions still in flight pays for
  * it; ordering the steps around that is the next gain (docs/gpu-results.md).
+ *
+ * Note [Prefetch]
+ * Every access is reported to policy/ (a run of chunks, used or overwritten,
+ * at the time of the call), and every free of whole chunks; lms_mark_iteration
+ * ends an iteration. While policy/ follows its schedule:
+ *   - eviction (the reclaim thread's and direct) takes the chunks used
+ *     furthest ahead, and data the schedule says is overwritten or freed
+ *     before it is read first (Belady's MIN). Such data is still copied out
+ *     when dirty: the schedule is a prediction, and one that is wrong must
+ *     not lose data.
+ *   - after each access, what the next accesses read is fetched ahead
+ *     (policy_prefetch: in order of use, within a horizon set by the H2D
+ *     link's rate): into free blocks, and for the rest, chunks the schedule
+ *     uses later are evicted, so that a later call finds their blocks free.
+ *     At most a piece per call, so that an access pays little host time.
+ * The link's rate is learnt from the copies: bytes finished over the time
+ * the H2D stream was seen busy (an underestimate, which makes prefetch start
+ * earlier, not later).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +299,7 @@ static void set_resident(size_t c, dev_block_t b)
 
 static void set_unbacked(size_t c, uint8_t state)
 {
+    S->host_entries += state == HOST;
     S->pool[S->npool++] = S->ch[c].block;
     S->ch[c].block = 0;
     S->ch[c].state = state;
@@ -430,6 +449,29 @@ static void settle(size_t first, size_t n, xfer_t *x)
     }
 }
 
+/* The H2D link's rate (Note [Prefetch]): the copies just seen to finish,
+ * over the time since the last look while the stream was busy. */
+static void h2d_seen(size_t chunks)
+{
+    uint64_t now = base_now_ns();
+    if (S->h2d_was_busy && S->h2d_seen_ns != 0) {
+        S->h2d_busy_ns += now - S->h2d_seen_ns;
+        S->h2d_busy_bytes += chunks * S->chunk;
+        if (S->h2d_busy_ns > 1000000000ull) { /* a second's worth: older ones weigh less */
+            S->h2d_busy_ns /= 2;
+            S->h2d_busy_bytes /= 2;
+        }
+    }
+    S->h2d_seen_ns = now;
+    S->h2d_was_busy = S->xfers[0] != NULL;
+}
+
+static double h2d_bytes_per_ns(void)
+{
+    return S->h2d_busy_bytes >= 8 * S->chunk ? (double)S->h2d_busy_bytes / (double)S->h2d_busy_ns
+                                              : 0;
+}
+
 static void complete(xfer_t *x)
 {
     settle(x->first, x->n, x);
@@ -457,6 +499,7 @@ static bool later_ended(xfer_t *x)
 static lms_status_t progress_upto(size_t most)
 {
     lms_status_t failed = LMS_OK;
+    size_t fetched = 0;
     for (int dir = 0; dir < 2; dir++)
         for (size_t done = 0; S->xfers[dir] != NULL && done < most; done++) {
             xfer_t *x = S->xfers[dir];
@@ -471,8 +514,11 @@ static lms_status_t progress_upto(size_t most)
             S->xfers[dir] = x->next;
             if (S->xfers[dir] == NULL)
                 S->xfers_tail[dir] = NULL;
+            if (dir == 0)
+                fetched += x->n;
             complete(x);
         }
+    h2d_seen(fetched);
     return failed;
 }
 
@@ -588,31 +634,106 @@ static lms_status_t evict_run(size_t first, size_t *np)
 }
 
 /* The longest run around victim v of evictable chunks like it, at most
- * `want` chunks (and a piece: Note [Pipelined swaps]). */
-static void run_around(size_t v, size_t want, size_t *first, size_t *n)
+ * `want` chunks (and a piece: Note [Pipelined swaps]), of chunks policy/
+ * ranks at least min_key (0: any). */
+static void run_around(size_t v, size_t want, uint64_t min_key, size_t *first, size_t *n)
 {
     bool clean = S->ch[v].clean;
     size_t lo = v, hi = v + 1, cap = want < 1 ? 1 : want > S->piece ? S->piece : want;
-    while (hi - lo < cap && hi < S->nchunks && evictable(hi) && S->ch[hi].clean == clean)
+#define LIKE(c) (evictable(c) && S->ch[c].clean == clean && \
+                 (min_key == 0 || policy_evict_key(S->policy, c) >= min_key))
+    while (hi - lo < cap && hi < S->nchunks && LIKE(hi))
         hi++;
-    while (hi - lo < cap && lo > 0 && evictable(lo - 1) && S->ch[lo - 1].clean == clean)
+    while (hi - lo < cap && lo > 0 && LIKE(lo - 1))
         lo--;
+#undef LIKE
     *first = lo;
     *n = hi - lo;
 }
 
-/* Starts evicting about `want` chunks, least recently used first. The number
+/* ---- victims by the schedule (Note [Prefetch]) ------------------------------ */
+
+#define RANKED_MAX 8192 /* candidates looked at, from the least recently used on */
+#define PREFETCH_WALK 4096 /* events a prefetch looks ahead at most */
+
+typedef struct ranked {
+    uint64_t key;   /* policy_evict_key: higher goes first */
+    uint32_t order; /* on the LRU list: ties go least recent first */
+    uint32_t chunk;
+} ranked_t;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+    const ranked_t *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? 1 : -1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* The evictable chunks, in the order policy/ would evict them, into
+ * S->ranked; how many. A ranking is kept until an access is reported: until
+ * then the keys move together (evict_ranked skips what is no longer
+ * evictable), and a burst of evictions ranks once. */
+static size_t rank_victims(void)
+{
+    if (S->ranked_for == S->accesses && S->ranked_n > 0)
+        return S->ranked_n;
+    size_t n = 0;
+    for (uint32_t c = S->lru_head; c != NO_CHUNK && n < RANKED_MAX; c = S->ch[c].lru_next)
+        if (evictable(c)) {
+            S->ranked[n] = (ranked_t){policy_evict_key(S->policy, c), (uint32_t)n, c};
+            n++;
+        }
+    qsort(S->ranked, n, sizeof *S->ranked, cmp_ranked);
+    S->ranked_for = S->accesses;
+    S->ranked_n = n;
+    return n;
+}
+
+static bool by_schedule(void) { return S->policy != NULL && policy_following(S->policy); }
+
+/* Starts evicting about `want` chunks of the n ranked ones, best first
+ * (neighbours go along when the schedule would evict them as soon: the
+ * `want`-th victim's rank or better). The number started; *st says why an
+ * eviction failed. */
+static size_t evict_ranked(size_t n, size_t want, lms_status_t *st)
+{
+    size_t started = 0;
+    *st = LMS_OK;
+    uint64_t min_key = n == 0 || want == 0 ? 0 : S->ranked[(want < n ? want : n) - 1].key;
+    for (size_t i = 0; i < n && started < want; i++) {
+        size_t c = S->ranked[i].chunk, first, run;
+        if (!evictable(c)) /* it went with an earlier run */
+            continue;
+        run_around(c, want - started, min_key > 0 ? min_key : 1, &first, &run);
+        if ((*st = evict_run(first, &run)) != LMS_OK)
+            break;
+        started += run;
+    }
+    return started;
+}
+
+/* Starts evicting about `want` chunks: the ones the schedule uses furthest
+ * ahead while it is followed, else the least recently used. The number
  * started, 0 if nothing is evictable; *st says why an eviction failed. */
 static size_t evict_some(size_t want, lms_status_t *st)
 {
     size_t started = 0;
     *st = LMS_OK;
+    if (by_schedule()) {
+        started = evict_ranked(rank_victims(), want, st);
+        if (started < want && *st == LMS_OK) { /* what became evictable since the ranking */
+            S->ranked_n = 0;
+            started += evict_ranked(rank_victims(), want - started, st);
+        }
+        return started;
+    }
     uint32_t c = S->lru_head;
     while (c != NO_CHUNK && started < want) {
         uint32_t next = S->ch[c].lru_next;
         if (evictable(c)) {
             size_t first, n;
-            run_around(c, want - started, &first, &n);
+            run_around(c, want - started, 0, &first, &n);
             if ((*st = evict_run(first, &n)) != LMS_OK)
                 break;
             started += n;
@@ -622,6 +743,8 @@ static size_t evict_some(size_t want, lms_status_t *st)
     }
     return started;
 }
+
+static void prefetch(void);
 
 /* ---- the reclaim thread -------------------------------------------------------- */
 
@@ -634,6 +757,7 @@ static void *reclaim_main(void *arg)
     pthread_mutex_lock(&swap_lock);
     while (!S->stop) {
         (void)progress();
+        prefetch(); /* blocks freed since the last access may take what it reads next */
         size_t have = free_blocks() + S->evicting;
         if (have < S->low) {
             lms_status_t st;
@@ -714,6 +838,16 @@ lms_status_t resid_init(void)
                             .numa_node = S->dev->info.host_numa_node};
     if (S->cfg.swap && (st = hostpool_create(&hc, &S->host)) != LMS_OK)
         return st;
+    if (S->cfg.swap) {
+        policy_config_t pc = {.nchunks = S->nchunks, .lru = S->cfg.policy_lru};
+        if ((st = policy_create(&pc, &S->policy)) != LMS_OK)
+            return st;
+        S->ranked = base_meta_calloc(RANKED_MAX, sizeof *S->ranked);
+        S->ahead = base_meta_calloc(S->piece, sizeof *S->ahead);
+        S->fetch_list = base_meta_calloc(S->piece, sizeof *S->fetch_list);
+        if (!S->ranked || !S->ahead || !S->fetch_list)
+            return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory for the policy");
+    }
     S->stats.device_limit = S->budget * chunk;
     S->stats.host_limit = S->host_limit;
     return LMS_OK;
@@ -727,6 +861,10 @@ void resid_destroy(void)
             base_meta_free(x); /* its event goes with the device */
         }
     hostpool_destroy(S->host); /* every host copy with it */
+    policy_destroy(S->policy);
+    base_meta_free(S->ranked);
+    base_meta_free(S->ahead);
+    base_meta_free(S->fetch_list);
     base_meta_free(S->pool);
     base_meta_free(S->cached_pos);
     base_meta_free(S->cached);
@@ -755,6 +893,7 @@ void resid_freed(alloc_chunks_t freed)
     for (size_t c = freed.first; c < freed.first + freed.n; c++) {
         chunk_t *k = &S->ch[c];
         k->free = true;
+        k->prefetched = false;
         lru_remove(c);
         if (k->pins > 0) {
             k->pins = 0;
@@ -799,6 +938,18 @@ void resid_dead(alloc_chunks_t dead)
             k->clean = true; /* with no host copy: evicting it drops it */
         }
     }
+}
+
+void resid_free_event(alloc_chunks_t gone)
+{
+    if (S->policy != NULL && gone.n > 0 &&
+        policy_access(S->policy, gone.first, gone.n, POLICY_FREE, base_now_ns()) != LMS_OK)
+        base_log(BASE_LOG_DEBUG, "lms: policy: %s", lms_last_error());
+}
+
+lms_status_t resid_mark_iteration(void)
+{
+    return S->policy != NULL ? policy_mark_iteration(S->policy) : LMS_OK;
 }
 
 /* ---- access ---------------------------------------------------------------------- */
@@ -1190,6 +1341,100 @@ static void mark_needs(const lms_range_t *r, size_t n, int pin, bool all_data)
     }
 }
 
+/* ---- reporting to policy/, and prefetch (Note [Prefetch]) --------------------- */
+
+/* Reports the access of the sorted chunks u[0..n) (acc: which need their
+ * data), an event per run of consecutive chunks of one kind. */
+static void report_access(const uint32_t *u, size_t n)
+{
+    uint64_t now = base_now_ns();
+    for (size_t i = 0; i < n && S->policy != NULL;) {
+        bool use = S->ch[u[i]].acc & NEED_DATA;
+        size_t j = i + 1;
+        while (j < n && u[j] == u[j - 1] + 1 && (bool)(S->ch[u[j]].acc & NEED_DATA) == use)
+            j++;
+        if (policy_access(S->policy, u[i], j - i, use ? POLICY_USE : POLICY_OVERWRITE, now) !=
+            LMS_OK) {
+            base_log(BASE_LOG_DEBUG, "lms: policy: %s", lms_last_error());
+            return;
+        }
+        i = j;
+    }
+}
+
+static bool needs_fetch(void *arg, uint32_t c)
+{
+    (void)arg;
+    const chunk_t *k = &S->ch[c];
+    return k->state == HOST && !k->free && k->xfer == NULL && k->holds == 0;
+}
+
+static size_t h2d_queued_chunks(void)
+{
+    size_t n = 0;
+    for (const xfer_t *x = S->xfers[0]; x != NULL; x = x->next)
+        n += x->n;
+    return n;
+}
+
+/* Fetches ahead what the schedule reads next, at most a piece. Free blocks
+ * beyond the reclaim thread's low watermark are taken as they are; past
+ * them, each fetch needs a victim the schedule allows (Note [Prefetch
+ * without harm] in policy.c): the reclaim thread would evict to refill
+ * them. Nothing waits for a prefetch, so a failure is only logged. */
+static void prefetch(void)
+{
+    if (!by_schedule() || S->host == NULL)
+        return;
+    /* nothing can need a fetch that did not when last looked, unless a chunk
+     * went to the host since or the position moved past what was looked at */
+    policy_usage_t u;
+    policy_usage(S->policy, &u);
+    size_t moved = (u.position + u.schedule_events - S->walk_pos) % u.schedule_events;
+    if (S->walk_found_none && S->host_entries == S->walk_host_entries &&
+        (u.schedule_events <= PREFETCH_WALK || moved < PREFETCH_WALK / 2))
+        return;
+    policy_link_t link = {.bytes_per_ns = h2d_bytes_per_ns(),
+                          .queued_bytes = h2d_queued_chunks() * S->chunk,
+                          .chunk_bytes = S->chunk,
+                          .max_events = PREFETCH_WALK};
+    size_t n = policy_prefetch(S->policy, &link, needs_fetch, NULL, S->ahead, S->piece);
+    S->walk_found_none = n == 0;
+    S->walk_host_entries = S->host_entries;
+    S->walk_pos = u.position;
+    size_t have = free_blocks() + S->evicting;
+    size_t ok = have > S->low ? have - S->low : 0;
+    lms_status_t st = LMS_OK;
+    if (ok < n) { /* the rest in place of chunks the schedule uses later */
+        size_t m = rank_victims(), later = 0;
+        while (ok + later < n && later < m &&
+               S->ranked[later].key > S->ahead[ok + later].evict_after)
+            later++;
+        if (later > 0)
+            evict_ranked(m, later, &st);
+        ok += later;
+    }
+    size_t now = ok < n ? ok : n;
+    now = now < unmapped_blocks() ? now : unmapped_blocks(); /* the rest once evicted */
+    if (now > 0) {
+        uint32_t stamp = ++S->stamp;
+        for (size_t i = 0; i < now; i++) {
+            chunk_t *k = &S->ch[S->ahead[i].chunk];
+            k->stamp = stamp;
+            k->acc = NEED_DATA;
+            S->fetch_list[i] = S->ahead[i].chunk;
+        }
+        qsort(S->fetch_list, now, sizeof *S->fetch_list, cmp_u32);
+        size_t brought;
+        lms_status_t bst = bring_in(S->fetch_list, now, 0, false, &brought);
+        for (size_t i = 0; i < now; i++)
+            S->ch[S->fetch_list[i]].prefetched = S->ch[S->fetch_list[i]].state == FETCHING;
+        st = st != LMS_OK ? st : bst;
+    }
+    if (st != LMS_OK)
+        base_log(BASE_LOG_DEBUG, "lms: prefetch: %s", lms_last_error());
+}
+
 lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
                           int pin)
 {
@@ -1239,8 +1484,14 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
             }
     }
     qsort(u, nu, sizeof *u, cmp_u32);
-    for (size_t i = 0; i < nu; i++)
-        S->ch[u[i]].holds++;
+    for (size_t i = 0; i < nu; i++) {
+        chunk_t *k = &S->ch[u[i]];
+        k->holds++;
+        if (k->prefetched) { /* fetched ahead: still there, or on its way */
+            k->prefetched = false;
+            S->stats.prefetch_hits += k->state == RESIDENT || k->state == FETCHING;
+        }
+    }
     W.n = nu;
     S->holds_total += nu;
     if ((W.access = ++S->accesses) == 0)
@@ -1299,6 +1550,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
             S->pinned++;
         lru_touch(c);
     }
+    report_access(u, nu);
     /* pinned memory is used from any stream with no further word: wait here
      * until every copy into it has finished */
     for (size_t i = 0; pin && i < W.n;) {
@@ -1315,6 +1567,8 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
         }
         i = 0;
     }
+    if (st == LMS_OK)
+        prefetch();
     if (free_blocks() + S->evicting < S->low)
         pthread_cond_signal(&S->wake);
     return st;

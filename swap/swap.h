@@ -34,6 +34,8 @@ typedef struct swap_config {
     size_t swap_piece;      /* bytes remapped and copied as one step of a swap
                                (Note [Pipelined swaps]); 0: 16 MiB */
     bool stats_at_exit;     /* LMS_STATS=1 */
+    bool policy_lru;        /* LMS_POLICY=lru: evict the least recently used, never
+                               follow a schedule, never prefetch */
 } swap_config_t;
 
 /* Fills cfg from the LMS_* options. */

@@ -409,6 +409,19 @@ Test(policy, a_sequence_that_changes_for_good_is_found_again)
     cr_assert_eq(u.fallbacks, 1);
 }
 
+Test(policy, a_preamble_that_never_comes_back_does_not_stop_the_search)
+{
+    uint32_t ev[LONG][3];
+    iteration_of(12, ev, LONG);
+    srand(5);
+    noise(p, 300); /* set-up: nothing repeats */
+    play_noisy(p, ev, LONG, 4, 0);
+    cr_assert(policy_following(p));
+    policy_usage_t u;
+    policy_usage(p, &u);
+    cr_assert_eq(u.schedule_events, LONG);
+}
+
 Test(policy, marks_turn_finding_off)
 {
     uint32_t ev[LONG][3];
@@ -465,4 +478,20 @@ Test(policy, prefetch_names_what_is_read_next_in_order_within_the_horizon)
     cr_assert_eq(n, 2);
     cr_assert(f[0].chunk == D && f[0].events == 0 && f[0].ns == 0);
     cr_assert(f[1].chunk == A && f[1].events == 1 && f[1].ns == 10);
+}
+
+Test(policy, prefetch_takes_a_place_only_where_belady_would_evict)
+{
+    record((const uint32_t[]){A, B, C, D}, 4); /* a loop: each chunk's next use is 4 on */
+    TEST_OK(policy_mark_iteration(p));
+    TEST_OK(policy_access(p, A, 1, POLICY_USE, 0)); /* position 1: A was just used */
+    policy_fetch_t f[4];
+    cr_assert_eq(policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 4), 3);
+    /* B, next: MIN would evict it for nothing used before A comes round again */
+    cr_assert(f[0].chunk == B && f[0].events == 0 && f[0].evict_after == 3);
+    cr_assert(f[1].chunk == D && f[1].events == 2 && f[1].evict_after == 5,
+              "by D's use, B and C were used too, and are next used 4 and 5 on");
+    cr_assert(f[2].chunk == A && f[2].events == 3 && f[2].evict_after == 6);
+    cr_assert_eq(policy_evict_key(p, D), 2);
+    cr_assert_leq(policy_evict_key(p, D), f[0].evict_after, "D may not make room for B");
 }

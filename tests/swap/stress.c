@@ -10,6 +10,13 @@
  * ThreadSanitizer (`make test-tsan`).
  *
  *   stress [--ops N] [--threads T] [--ratios 2,4,8] [--seed S] [--limit-mib M]
+ *          [--loop PERCENT] [--marks 0|1]
+ *
+ * --loop of the operations (10% by default) read a thread's allocations
+ * whole, in turn: a loop, which repeats while the thread's allocations stay
+ * the same, so that policy/ finds a schedule to follow and to lose again
+ * (the stress runs under LMS_POLICY=schedule, the default, and lru). With
+ * --marks 1 thread 0 also calls lms_mark_iteration every 256 operations.
  *
  * --ops is the total over all threads and ratios. The seed comes from --seed,
  * else $LMS_STRESS_SEED, else the clock, and is printed first: each thread's
@@ -59,6 +66,7 @@ static struct {
     uint64_t seed;
     long ops;
     int threads;
+    int marks, loop;
     int ratios[8];
     int nratios;
     size_t limit;      /* the device limit */
@@ -73,7 +81,8 @@ static struct {
     _Atomic uint64_t allocated; /* allocated_bytes as last sampled by any thread */
     atomic_int stop;        /* a failure: threads finish early */
     char fatal_msg[256];    /* written by the signal handler */
-} run = {.ops = 20000, .threads = 4, .ratios = {2, 4, 8}, .nratios = 3, .limit = 16 * BASE_MiB};
+} run = {.ops = 20000, .threads = 4, .ratios = {2, 4, 8}, .nratios = 3, .limit = 16 * BASE_MiB,
+          .loop = 10};
 
 static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -255,6 +264,7 @@ typedef struct worker {
     int pinned; /* index of the allocation this thread has pinned, or -1 */
     long count[10];
     long malloc_ooms, access_ooms;
+    unsigned loop; /* the next allocation the loop reads */
 } worker_t;
 
 enum { OP_MALLOC, OP_FREE, OP_FILL, OP_CHECK, OP_MANY, OP_PIN, OP_UNPIN, OP_PINNED_USE };
@@ -463,6 +473,16 @@ static void op_fill_or_check(worker_t *w, int i, bool fill)
         enqueue_check(w, a, r0, r1, "check");
 }
 
+/* The loop: the next allocation, read whole on its stream. */
+static void op_loop(worker_t *w)
+{
+    allocation_t *a = &w->a[w->loop++ % (unsigned)w->n];
+    w->count[OP_CHECK]++;
+    room_for_checks(w, 1);
+    if (access_ok(w, lms_access(a->p, a->size, LMS_READ, w->s[a->stream]), "lms_access (loop)"))
+        enqueue_check(w, a, 0, a->nreg, "loop");
+}
+
 /* Up to four allocations' ranges of at most 256 KiB in one lms_access_many,
  * then a kernel on each: read or written. */
 static void op_many(worker_t *w)
@@ -587,7 +607,9 @@ static void *work(void *arg)
         }
         /* the room allocations take (slabs included) stays near ratio x the limit */
         bool want_more = atomic_load(&run.allocated) < (uint64_t)run.ratio * run.limit;
-        if (w->n == 0 || (want_more && r < 20))
+        if (w->n > 0 && below(&w->rng, 100) < (uint64_t)run.loop)
+            op_loop(w);
+        else if (w->n == 0 || (want_more && r < 20))
             op_malloc(w);
         else if (r < (want_more ? 24 : 32)) {
             int i = (int)below(&w->rng, (uint64_t)w->n);
@@ -606,6 +628,8 @@ static void *work(void *arg)
             op_pin(w);
         if (w->op % 64 == 63)
             sync_all(w);
+        if (run.marks && w->id == 0 && w->op % 256 == 255)
+            ok(w, lms_mark_iteration(), "lms_mark_iteration");
         if (w->id == 0 && w->op % 97 == 0)
             check_stats(w, "during the run");
         atomic_fetch_add(&run.progress, 1);
@@ -714,11 +738,11 @@ static bool phase(int ratio, long ops)
         len += snprintf(line + len, sizeof line - (size_t)len, " %s %ld", op_names[k], count[k]);
     report("%s", line);
     report("%dx: allocations reached %.1fx the device limit; %" PRIu64 " fetches, %" PRIu64
-           " evictions, %" PRIu64 " clean drops, peak resident %" PRIu64
+           " evictions, %" PRIu64 " clean drops, %" PRIu64 " prefetch hits, peak resident %" PRIu64
            " MiB of %zu; %ld mallocs and %ld accesses found no room",
            ratio, (double)run.peak_allocated / (double)run.limit, s.fetches, s.evictions,
-           s.clean_drops, s.peak_resident_bytes / BASE_MiB, run.limit / BASE_MiB, malloc_ooms,
-           access_ooms);
+           s.clean_drops, s.prefetch_hits, s.peak_resident_bytes / BASE_MiB,
+           run.limit / BASE_MiB, malloc_ooms, access_ooms);
     free(w);
     free(tid);
     st = lms_shutdown();
@@ -730,7 +754,7 @@ static bool phase(int ratio, long ops)
 static void usage(void)
 {
     fprintf(stderr, "usage: stress [--ops N] [--threads T] [--ratios 2,4,8] [--seed S] "
-                    "[--limit-mib M]\n");
+                    "[--limit-mib M] [--loop PERCENT] [--marks 0|1]\n");
     exit(2);
 }
 
@@ -748,6 +772,10 @@ int main(int argc, char **argv)
             run.threads = atoi(v);
         else if (strcmp(a, "--seed") == 0)
             run.seed = strtoull(v, NULL, 0), seeded = true;
+        else if (strcmp(a, "--loop") == 0)
+            run.loop = atoi(v);
+        else if (strcmp(a, "--marks") == 0)
+            run.marks = atoi(v);
         else if (strcmp(a, "--limit-mib") == 0)
             run.limit = (size_t)atol(v) * BASE_MiB;
         else if (strcmp(a, "--ratios") == 0) {

@@ -1609,3 +1609,96 @@ Test(swap_faults, random_failures_of_every_op_at_once_lose_nothing)
     for (uint64_t seed = 1; seed <= 6; seed++)
         random_faults(DEV_OP_map, every, 0.05, 0xa110000u + seed, true);
 }
+
+/* ---- the schedule: eviction by next use, and prefetch (issue 5) ---------- */
+
+#define LOOP 12 /* one-chunk allocations read in turn: 1.5 x the device limit */
+
+static void restart_policy(bool lru)
+{
+    swap_config_t cfg = config(HOST_CHUNKS, false);
+    cfg.policy_lru = lru;
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+}
+
+/* Reads LOOP chunks in turn, `iterations` times (marking each end when
+ * `marks`), and checks every read. Returns the fetches of the iterations
+ * after the third, when a schedule has been learnt (or not). */
+static uint64_t loop_reads(void **a, int iterations, bool marks, lms_stats_t *end)
+{
+    lms_stats_t before = {0};
+    for (int it = 0; it < iterations; it++) {
+        if (it == 3)
+            before = settled();
+        for (int i = 0; i < LOOP; i++)
+            EXPECT_FILLED(a[i], chunk, 100 + (uint64_t)i);
+        if (marks)
+            TEST_OK(lms_mark_iteration());
+    }
+    *end = settled();
+    check_invariants(end);
+    return end->fetches - before.fetches;
+}
+
+static void **loop_data(void)
+{
+    void **a = scratch(LOOP * sizeof *a);
+    for (int i = 0; i < LOOP; i++) {
+        a[i] = must_malloc(chunk);
+        fill(a[i], chunk, 100 + (uint64_t)i);
+    }
+    return a;
+}
+
+Test(swap, a_learnt_schedule_fetches_less_than_lru_on_a_loop_larger_than_the_device)
+{
+    /* LRU evicts, on a loop over more than fits, exactly what comes next:
+     * every read misses. The schedule keeps what is read soonest. */
+    restart_policy(true);
+    lms_stats_t lru_end, sched_end;
+    uint64_t lru = loop_reads(loop_data(), 8, true, &lru_end);
+    cr_assert_eq(lru_end.prefetch_hits, 0, "LMS_POLICY=lru fetches nothing ahead");
+    restart_policy(false);
+    uint64_t sched = loop_reads(loop_data(), 8, true, &sched_end);
+    cr_assert_lt(sched, lru, "5 iterations: %llu fetches by the schedule, %llu by LRU",
+                 (unsigned long long)sched, (unsigned long long)lru);
+    cr_assert_gt(sched_end.prefetch_hits, 0, "reads found chunks fetched ahead of them");
+}
+
+Test(swap, without_marks_the_loop_is_found_and_followed)
+{
+    restart_policy(false);
+    lms_stats_t end;
+    (void)loop_reads(loop_data(), 10, false, &end);
+    cr_assert_gt(end.prefetch_hits, 0, "a schedule was found: reads found chunks fetched ahead");
+}
+
+Test(swap, data_the_schedule_expects_to_be_overwritten_is_kept_when_it_is_read_instead)
+{
+    /* each iteration overwrites every chunk before reading it, so the
+     * schedule takes their data for dead; then an iteration reads them
+     * without writing: the last data must be there */
+    restart_policy(false);
+    void **a = scratch(LOOP * sizeof *a);
+    for (int i = 0; i < LOOP; i++)
+        a[i] = must_malloc(chunk);
+    for (int it = 0; it < 5; it++) {
+        for (int i = 0; i < LOOP; i++) {
+            fill(a[i], chunk, 1000 * (uint64_t)it + (uint64_t)i);
+            EXPECT_FILLED(a[i], chunk, 1000 * (uint64_t)it + (uint64_t)i);
+        }
+        TEST_OK(lms_mark_iteration());
+    }
+    for (int i = LOOP - 1; i >= 0; i--) /* another order, no writes */
+        EXPECT_FILLED(a[i], chunk, 4000 + (uint64_t)i);
+    lms_stats_t end = settled();
+    check_invariants(&end);
+}
+
+Test(swap, mark_iteration_needs_no_setup)
+{
+    TEST_OK(lms_shutdown());
+    TEST_OK(lms_mark_iteration()); /* initializes lms, like every call */
+    TEST_OK(lms_mark_iteration()); /* an empty iteration keeps what there is */
+}
