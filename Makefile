@@ -6,7 +6,8 @@
 #   make test-gpu  the same suites on the cuda backend (label gpu); each skips,
 #                  with the reason, when there is no CUDA device
 #   make stress    the swap stress (tests/swap/stress.c), 10^6 operations at
-#                  2x, 4x and 8x oversubscription; LMS_STRESS_SEED=<seed> replays
+#                  2x, 4x and 8x oversubscription, under LMS_POLICY=schedule,
+#                  then lru; LMS_STRESS_SEED=<seed> replays
 #   make test-tsan the stress, smaller, under ThreadSanitizer (build/tsan)
 #   make clean     remove build/
 #
@@ -65,7 +66,8 @@ test-gpu: build
 	$(CTEST) --test-dir $(BUILD) -L gpu
 
 stress: build
-	LMS_BACKEND=sim $(BUILD)/tests/stress --ops $(STRESS_OPS)
+	LMS_BACKEND=sim LMS_POLICY=schedule $(BUILD)/tests/stress --ops $(STRESS_OPS)
+	LMS_BACKEND=sim LMS_POLICY=lru $(BUILD)/tests/stress --ops $(STRESS_OPS)
 
 # Only the stress program: Criterion cannot start under ThreadSanitizer. lms's
 # private jemalloc is not instrumented, which TSan tolerates.
@@ -77,6 +79,8 @@ test-tsan: jemalloc
 	@cmake --build $(TSAN) -j$(JOBS) --target stress
 	LMS_BACKEND=sim TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 		$(TSAN)/tests/stress --ops $(TSAN_STRESS_OPS)
+	LMS_BACKEND=sim TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+		$(TSAN)/tests/stress --ops $(TSAN_STRESS_OPS) --threads 2 --loop 97
 
 clean:
 	rm -rf $(BUILD)

@@ -12,8 +12,8 @@
  *   stress [--ops N] [--threads T] [--ratios 2,4,8] [--seed S] [--limit-mib M]
  *          [--loop PERCENT] [--marks 0|1]
  *
- * --loop of the operations (10% by default) read a thread's allocations
- * whole, in turn: a loop, which repeats while the thread's allocations stay
+ * Once allocations reach the ratio, --loop percent of the operations (10 by
+ * default) read a thread's allocations whole, in turn: a loop, which repeats while the thread's allocations stay
  * the same, so that policy/ finds a schedule to follow and to lose again
  * (the stress runs under LMS_POLICY=schedule, the default, and lru). With
  * --marks 1 thread 0 also calls lms_mark_iteration every 256 operations.
@@ -607,8 +607,8 @@ static void *work(void *arg)
         }
         /* the room allocations take (slabs included) stays near ratio x the limit */
         bool want_more = atomic_load(&run.allocated) < (uint64_t)run.ratio * run.limit;
-        if (w->n > 0 && below(&w->rng, 100) < (uint64_t)run.loop)
-            op_loop(w);
+        if (w->n > 0 && !want_more && below(&w->rng, 100) < (uint64_t)run.loop)
+            op_loop(w); /* once the allocations are there */
         else if (w->n == 0 || (want_more && r < 20))
             op_malloc(w);
         else if (r < (want_more ? 24 : 32)) {
