@@ -47,16 +47,27 @@
  * following, the search starts again on the events after that point.
  *
  * Note [Prefetch horizon]
- * Copies to the device run in order on one link, so a fetch queued early
- * delays the fetches queued after it, and holds a block from then on. A
+ * Copies to the device run in order on one link, and a chunk fetched early
+ * holds a block from then on that the events before its use may want. So a
  * chunk is fetched ahead only once its use is within twice the time the
- * link needs for what is queued before it and itself (the factor 2 is the
- * slack for a link slower than measured), plus twice the mean time of an
- * event (the granularity at which uses are known). When the link is the
- * bottleneck, the queue is long and the horizon follows it far ahead; when
- * it is not, chunks arrive a little before their use and the device keeps
- * what is used sooner. Times come from the schedule's own events
- * (policy_access's now_ns).
+ * link needs for it and the chunks taken before it in this call (the factor
+ * 2 is slack for a link slower than measured), plus twice the mean time of
+ * an event (the granularity at which uses are known): just in time, with
+ * room. A horizon that also counted the copies already queued (so reaching
+ * further ahead while the link is the bottleneck) moved more bytes and was
+ * slower in the trace simulator (docs/benchmarks.md): with the link busy,
+ * fetching further ahead only took blocks sooner. Times come from the
+ * schedule's own events (policy_access's now_ns).
+ *
+ * Note [Dead data]
+ * Data whose next event is a free is dead: it goes before anything else.
+ * Data whose next event overwrites it is dead too, but its chunk needs a
+ * block again at that event, and swap/ still copies it out if it is dirty
+ * (the schedule is a prediction: one that is wrong must not lose data), so
+ * evicting it saves the fetch only. Ranked as never used again, such chunks
+ * went first and cost more than they saved: in the trace simulator, GPT at
+ * 2x copied 12% more out (bf16 weights evicted just before the optimizer
+ * rewrote them) and was 4% slower than LRU. So an overwrite ranks as a use.
  *
  * Note [Prefetch without harm]
  * Fetching chunk c ahead of its use at d (events from the position) in
@@ -71,10 +82,16 @@
  * (after d) of every chunk used from the event before the position up to
  * d: the running maximum, over the uses walked, of the next use after each
  * (the last use before d of any chunk has its next one after d, so the
- * maximum is one of those). The result: what is fetched ahead is what MIN
- * fetches, as early as it can be (the "conservative" strategy of Cao et
- * al., SIGMETRICS 1995), and a free block beyond the caller's reserve takes
- * a chunk without conditions.
+ * maximum is one of those). Free blocks are not free of conditions either:
+ * MIN gives them to the events before d that need a block (overwrites,
+ * chunks with no data) and takes back those their frees release, so fetch
+ * i may have one only if the most blocks those events and the fetches
+ * before it need at any point before it (blocks_before) is below the free
+ * blocks; past that, it takes the place of the ranked victim that many
+ * further down. The aim is the "conservative" strategy of Cao et al.
+ * (SIGMETRICS 1995): what MIN fetches, as early as it can be; this is an
+ * approximation of it (MIN is not simulated forward), and the simulator
+ * measures how close it comes (docs/benchmarks.md).
  */
 #include <string.h>
 
@@ -366,10 +383,10 @@ lms_status_t policy_access(policy_t *p, size_t first, size_t n, policy_kind_t ki
 
 /* ---- the oracle -------------------------------------------------------------- */
 
-uint64_t policy_next_use(const policy_t *p, size_t chunk, bool *dead)
+/* Events from the position to the schedule's next event that names chunk
+ * (POLICY_NEVER if none), and that event's index in *at. */
+static uint64_t next_event(const policy_t *p, size_t chunk, uint32_t *at)
 {
-    if (dead != NULL)
-        *dead = false;
     if (p->start == NULL || chunk >= p->nchunks || p->start[chunk] == p->start[chunk + 1])
         return POLICY_NEVER;
     const uint32_t *u = p->use + p->start[chunk];
@@ -381,17 +398,20 @@ uint64_t policy_next_use(const policy_t *p, size_t chunk, bool *dead)
         else
             hi = mid;
     }
-    uint64_t d;
-    uint32_t at;
     if (lo < p->start[chunk + 1] - p->start[chunk]) {
-        at = u[lo];
-        d = at - pos;
-    } else { /* none left in this iteration: its first use in the next one */
-        at = u[0];
-        d = p->nsched - pos + at;
+        *at = u[lo];
+        return *at - pos;
     }
+    *at = u[0]; /* none left in this iteration: its first use in the next one */
+    return p->nsched - pos + *at;
+}
+
+uint64_t policy_next_use(const policy_t *p, size_t chunk, bool *dead)
+{
+    uint32_t at;
+    uint64_t d = next_event(p, chunk, &at);
     if (dead != NULL)
-        *dead = p->sched[at].kind != POLICY_USE;
+        *dead = d != POLICY_NEVER && p->sched[at].kind != POLICY_USE;
     return d;
 }
 
@@ -401,9 +421,13 @@ uint64_t policy_evict_key(const policy_t *p, size_t chunk)
         return 0;
     if (!p->following)
         return UINT64_MAX - p->last[chunk];
-    bool dead;
-    uint64_t d = policy_next_use(p, chunk, &dead);
-    return dead ? UINT64_MAX : d == POLICY_NEVER ? UINT64_MAX - 1 : d;
+    uint32_t at;
+    uint64_t d = next_event(p, chunk, &at);
+    if (d == POLICY_NEVER)
+        return UINT64_MAX - 1;
+    if (p->sched[at].kind == POLICY_FREE)
+        return UINT64_MAX;
+    return d;
 }
 
 long policy_victim(const policy_t *p, const uint32_t *candidates, size_t n)
@@ -440,14 +464,17 @@ static uint64_t use_after(const policy_t *p, size_t c, size_t j)
 }
 
 size_t policy_prefetch(policy_t *p, const policy_link_t *link,
-                       bool (*needs)(void *arg, uint32_t chunk), void *arg,
-                       policy_fetch_t *out, size_t max)
+                       policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg,
+                       policy_fetch_t *out, size_t max, int64_t *blocks_ahead)
 {
+    if (blocks_ahead != NULL)
+        *blocks_ahead = 0;
     if (!p->following || p->nsched == 0 || max == 0)
         return 0;
-    if (++p->seen_stamp == 0) {
+    p->seen_stamp += 2; /* seen: the stamp; freed: the stamp + 1 */
+    if (p->seen_stamp >= UINT32_MAX - 2) {
         memset(p->seen, 0, p->nchunks * sizeof *p->seen);
-        p->seen_stamp = 1;
+        p->seen_stamp = 2;
     }
     const event_t *s = p->sched;
     size_t ns = p->nsched;
@@ -455,43 +482,67 @@ size_t policy_prefetch(policy_t *p, const policy_link_t *link,
     uint64_t span = s[ns - 1].t - s[0].t, gap = ns > 1 ? span / (ns - 1) : 0;
     uint64_t length = span + gap, now = p->pos < ns ? s[p->pos].t : s[ns - 1].t + gap;
     double bw = link != NULL ? link->bytes_per_ns : 0;
-    double queued = link != NULL ? (double)link->queued_bytes : 0;
     double chunk = link != NULL ? (double)link->chunk_bytes : 0;
     size_t walk = ns;
     if (link != NULL && link->max_events > 0 && link->max_events < ns)
         walk = link->max_events;
     /* the latest next use of the chunks used so far, from the event before
      * the position on (Note [Prefetch without harm]) */
-    size_t before = (p->pos + ns - 1) % ns;
     uint64_t latest = 0;
+    size_t before = (p->pos + ns - 1) % ns;
     for (uint32_t c = s[before].first; c < s[before].first + s[before].n; c++) {
         uint64_t q = use_after(p, c, before);
         latest = q - 1 > latest ? q - 1 : latest;
     }
+    /* blocks needed by the events walked, less those freed (with the fetches
+     * taken, and without them), and the most of each at any point */
+    int64_t blocks = 0, peak = 0, demand = 0, demand_peak = 0;
     size_t taken = 0;
     for (size_t d = 0; d < walk; d++) {
         size_t j = (p->pos + d) % ns;
         uint64_t at = p->pos + d < ns ? s[j].t : s[j].t + length; /* on the schedule's clock */
         uint64_t until = at > now ? at - now : 0;
-        if (bw > 0 && (double)until > 2 * (queued + chunk) / bw + 2 * (double)gap)
+        if (bw > 0 && (double)until > 2 * (double)(taken + 1) * chunk / bw + 2 * (double)gap)
             break; /* nothing from here on is close enough */
         uint64_t next_latest = latest;
         for (uint32_t c = s[j].first; c < s[j].first + s[j].n; c++) {
             uint64_t q = d + use_after(p, c, j);
             next_latest = q > next_latest ? q : next_latest;
-            if (p->seen[c] == p->seen_stamp)
+            /* its first event from here is the one that counts; after a
+             * free, the next one needs a block again */
+            uint32_t was = p->seen[c];
+            if (s[j].kind == POLICY_FREE) {
+                bool held = was == p->seen_stamp || /* resident by then */
+                            (was != p->seen_stamp + 1 && needs(arg, c) == POLICY_HAS);
+                blocks -= held;
+                demand -= held;
+                p->seen[c] = p->seen_stamp + 1;
                 continue;
-            p->seen[c] = p->seen_stamp; /* its first event from here: the one that counts */
-            if (s[j].kind != POLICY_USE || !needs(arg, c))
+            }
+            if (was == p->seen_stamp)
                 continue;
+            p->seen[c] = p->seen_stamp;
+            policy_need_t need = was == p->seen_stamp + 1 ? POLICY_NO_DATA : needs(arg, c);
+            if (need == POLICY_HAS)
+                continue;
+            if (s[j].kind == POLICY_OVERWRITE || need == POLICY_NO_DATA) {
+                peak = ++blocks > peak ? blocks : peak;
+                demand_peak = ++demand > demand_peak ? demand : demand_peak;
+                continue;
+            }
             out[taken++] = (policy_fetch_t){.chunk = c, .events = d, .ns = until,
-                                            .evict_after = latest > d ? latest : d};
-            queued += chunk;
+                                            .evict_after = latest > d ? latest : d,
+                                            .blocks_before = peak};
+            peak = ++blocks > peak ? blocks : peak;
             if (taken == max)
-                return taken;
+                break;
         }
+        if (taken == max)
+            break;
         latest = next_latest;
     }
+    if (blocks_ahead != NULL)
+        *blocks_ahead = demand_peak;
     return taken;
 }
 

@@ -20,8 +20,8 @@
  *   next use   of a chunk: events from the position until the schedule next
  *              names it, wrapping into the iteration after.
  *   following  whether eviction goes by the schedule (Belady's MIN: the
- *              chunk used furthest ahead goes first; a chunk whose next
- *              event is an overwrite or a free, before all) or by recency
+ *              chunk used furthest ahead goes first; a chunk freed before
+ *              its next use, before all) or by recency
  *              (LRU). LRU while there is no schedule, while more than
  *              miss_threshold of the last POLICY_WINDOW events were not the
  *              ones the schedule expected, and always with .lru set.
@@ -87,9 +87,12 @@ bool policy_following(const policy_t *p);
 uint64_t policy_next_use(const policy_t *p, size_t chunk, bool *dead);
 
 /* Of the n candidate chunks, the index of the one to evict, -1 if n is 0.
- * Following: a dead one (next event an overwrite or a free), else the one
- * used furthest ahead (POLICY_NEVER first); else the least recently
- * accessed (never accessed first). Among equals the first. */
+ * Following: one whose next event is a free, else the one whose next event
+ * is furthest ahead (POLICY_NEVER first; an overwrite counts as a use: it
+ * needs a block then, and the data it replaces is still copied out, since
+ * a prediction must not lose data — Note [Dead data] in policy.c); else
+ * the least recently accessed (never accessed first). Among equals the
+ * first. */
 long policy_victim(const policy_t *p, const uint32_t *candidates, size_t n);
 
 /* Ranks like policy_victim: a higher key is evicted first. */
@@ -98,10 +101,17 @@ uint64_t policy_evict_key(const policy_t *p, size_t chunk);
 /* The link prefetches travel on, for policy_prefetch's time-ahead bound. */
 typedef struct policy_link {
     double bytes_per_ns;  /* 0: unknown, no time bound */
-    uint64_t queued_bytes; /* copies to the device already queued on it */
     size_t chunk_bytes;
     size_t max_events;    /* events looked ahead at most; 0: an iteration */
 } policy_link_t;
+
+/* What a chunk is, as far as its next event is concerned (policy_prefetch
+ * asks the caller). */
+typedef enum policy_need {
+    POLICY_HAS,     /* resident, or on its way: nothing */
+    POLICY_ON_HOST, /* its data is on the host: a use needs a fetch, an overwrite a block */
+    POLICY_NO_DATA, /* no block and no data: any event but a free needs a block */
+} policy_need_t;
 
 typedef struct policy_fetch {
     uint32_t chunk;
@@ -109,23 +119,34 @@ typedef struct policy_fetch {
     uint64_t ns;     /* the time until then, as the schedule took it */
     uint64_t evict_after; /* a chunk evicted to make room for it must have its
                              next use (policy_evict_key) after this many events */
+    int64_t blocks_before; /* blocks the events before it need, less those their
+                              frees give back, its earlier fetches included:
+                              free blocks go to those first (Note [Prefetch
+                              without harm]) */
 } policy_fetch_t;
 
 /* What to fetch ahead, in order of use: the chunks whose data the upcoming
- * events of the schedule use (overwrites and frees need none) and for which
- * needs(arg, chunk) says a fetch is needed, each once, at most max, and not
+ * events of the schedule use (overwrites and frees need none) and that
+ * needs(arg, chunk) says are on the host, each once, at most max, and not
  * more than one iteration (or link->max_events) ahead. Only while
  * following. A chunk is taken only while its use is close enough that
  * fetching it now is not early: while the time until it is at most twice
- * what the link needs for everything queued and taken before it and itself,
- * plus twice the mean time of an event (Note [Prefetch horizon]). Returns
- * how many it put in out; the caller fetches them in order, each into a
- * spare block or in place of a chunk whose evict key is above its
- * evict_after (Note [Prefetch without harm]), and stops at the first it
- * cannot place. Uses scratch state: not concurrent with any other call. */
+ * what the link needs for it and those taken before it, plus twice the
+ * mean time of an event (Note [Prefetch horizon]). Returns
+ * how many it put in out. The caller, with `spare` free blocks and the
+ * evictable chunks ranked by policy_evict_key (highest first), fetches
+ * them in order: fetch i into a free block if blocks_before < spare, else
+ * in place of the ranked chunk blocks_before - spare, if its key is above
+ * evict_after (Note [Prefetch without harm]); it stops at the first it
+ * cannot place. With blocks_ahead != NULL, *blocks_ahead is the most
+ * blocks the events looked at (to the horizon, or to where the max-th
+ * fetch was found) need at any point for new data (overwrites, chunks with
+ * no data; less what frees give back), fetches not counted: what is worth
+ * keeping free ahead of them. Uses
+ * scratch state: not concurrent with any other call. */
 size_t policy_prefetch(policy_t *p, const policy_link_t *link,
-                       bool (*needs)(void *arg, uint32_t chunk), void *arg,
-                       policy_fetch_t *out, size_t max);
+                       policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg,
+                       policy_fetch_t *out, size_t max, int64_t *blocks_ahead);
 
 typedef struct policy_usage {
     size_t schedule_events; /* events in the schedule, 0 if none */

@@ -129,6 +129,7 @@ typedef struct state {
     uint64_t walk_host_entries;   /* ... when prefetch last looked ahead, */
     size_t walk_pos;              /* from where, */
     bool walk_found_none;         /* and found nothing to fetch */
+    size_t blocks_ahead;          /* what the events ahead need (reclaim_low) */
     uint64_t h2d_seen_ns;         /* the H2D link's rate, learnt (Note [Prefetch]) */
     uint64_t h2d_busy_ns, h2d_busy_bytes;
     bool h2d_was_busy;

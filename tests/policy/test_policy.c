@@ -208,7 +208,7 @@ Test(policy, evicting_by_the_schedule_misses_as_little_as_belady)
 
 /* ---- dead data, LRU ---- */
 
-Test(policy, data_overwritten_or_freed_before_its_next_read_is_dead_and_goes_first)
+Test(policy, data_freed_before_its_next_use_goes_first_and_an_overwrite_counts_as_a_use)
 {
     TEST_OK(policy_access(p, A, 1, POLICY_USE, 0));
     TEST_OK(policy_access(p, B, 1, POLICY_OVERWRITE, 0));
@@ -221,11 +221,14 @@ Test(policy, data_overwritten_or_freed_before_its_next_read_is_dead_and_goes_fir
     cr_assert_not(dead);
     cr_assert_eq(policy_next_use(p, B, &dead), 1);
     cr_assert(dead, "its next event overwrites it");
-    cr_assert_eq(policy_victim(p, (const uint32_t[]){C, B}, 2), 1,
-                 "B, dead, goes before C, used later");
+    cr_assert_eq(policy_victim(p, (const uint32_t[]){B, C}, 2), 1,
+                 "C, used after B is overwritten, goes: the overwrite needs B's block");
     TEST_OK(policy_access(p, A, 1, POLICY_USE, 0));
     cr_assert_eq(policy_next_use(p, A, &dead), 2);
     cr_assert(dead, "it is freed next");
+    cr_assert_eq(policy_victim(p, (const uint32_t[]){B, C, A}, 3), 2,
+                 "A, freed before any use, goes first");
+    cr_assert_eq(policy_evict_key(p, A), UINT64_MAX);
     cr_assert_eq(policy_next_use(p, E, &dead), POLICY_NEVER);
     cr_assert_not(dead);
 }
@@ -252,7 +255,7 @@ Test(policy, lms_policy_lru_never_follows)
     cr_assert_not(policy_following(q));
     cr_assert_eq(policy_victim(q, (const uint32_t[]){7, 3, 5}, 3), 1, "3 is the least recent");
     policy_fetch_t f[4];
-    cr_assert_eq(policy_prefetch(q, NULL, NULL, NULL, f, 4), 0);
+    cr_assert_eq(policy_prefetch(q, NULL, NULL, NULL, f, 4, NULL), 0);
     policy_destroy(q);
 }
 
@@ -441,10 +444,10 @@ Test(policy, marks_turn_finding_off)
 
 /* ---- prefetch ---- */
 
-static bool needs_all_but_c(void *arg, uint32_t chunk)
+static policy_need_t needs_all_but_c(void *arg, uint32_t chunk)
 {
     (void)arg;
-    return chunk != C;
+    return chunk != C ? POLICY_ON_HOST : POLICY_HAS;
 }
 
 Test(policy, prefetch_names_what_is_read_next_in_order_within_the_horizon)
@@ -455,26 +458,28 @@ Test(policy, prefetch_names_what_is_read_next_in_order_within_the_horizon)
     for (int i = 0; i < 6; i++)
         TEST_OK(policy_access(p, seq[i][0], 1, (policy_kind_t)seq[i][1], 10 * (uint64_t)i));
     policy_fetch_t f[8];
-    cr_assert_eq(policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 8), 0, "no schedule yet");
+    cr_assert_eq(policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 8, NULL), 0, "no schedule yet");
     TEST_OK(policy_mark_iteration(p));
-    size_t n = policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 8);
+    size_t n = policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 8, NULL);
     /* B's old data is dead (overwritten first), C needs no fetch, A once */
     cr_assert_eq(n, 2);
     cr_assert(f[0].chunk == A && f[0].events == 0 && f[0].ns == 0);
     cr_assert(f[1].chunk == D && f[1].events == 5 && f[1].ns == 50);
-    cr_assert_eq(policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 1), 1, "at most max");
+    cr_assert_eq(f[0].blocks_before, 0);
+    cr_assert_eq(f[1].blocks_before, 2, "A's fetch and B's overwrite take a block before D");
+    cr_assert_eq(policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 1, NULL), 1, "at most max");
     /* a slow link (1 byte/ns, 100-byte chunks) wants D early; a fast one not yet */
     policy_link_t slow = {.bytes_per_ns = 1, .chunk_bytes = 100};
-    cr_assert_eq(policy_prefetch(p, &slow, needs_all_but_c, NULL, f, 8), 2);
+    cr_assert_eq(policy_prefetch(p, &slow, needs_all_but_c, NULL, f, 8, NULL), 2);
     policy_link_t fast = {.bytes_per_ns = 100, .chunk_bytes = 100};
-    cr_assert_eq(policy_prefetch(p, &fast, needs_all_but_c, NULL, f, 8), 1,
+    cr_assert_eq(policy_prefetch(p, &fast, needs_all_but_c, NULL, f, 8, NULL), 1,
                  "D is 50 ns ahead, the horizon 2 x 2 ns + 2 x 10 ns");
-    fast.queued_bytes = 2000; /* a queue ahead of it moves the horizon out: 2 x 22 + 20 */
-    cr_assert_eq(policy_prefetch(p, &fast, needs_all_but_c, NULL, f, 8), 2);
+    policy_link_t middling = {.bytes_per_ns = 10, .chunk_bytes = 100}; /* 2 x 20 + 20 ns */
+    cr_assert_eq(policy_prefetch(p, &middling, needs_all_but_c, NULL, f, 8, NULL), 2);
     /* near the end, the next iteration's uses follow, timed round the end */
     for (int i = 0; i < 5; i++)
         TEST_OK(policy_access(p, seq[i][0], 1, (policy_kind_t)seq[i][1], 60 + 10 * (uint64_t)i));
-    n = policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 8);
+    n = policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 8, NULL);
     cr_assert_eq(n, 2);
     cr_assert(f[0].chunk == D && f[0].events == 0 && f[0].ns == 0);
     cr_assert(f[1].chunk == A && f[1].events == 1 && f[1].ns == 10);
@@ -486,7 +491,7 @@ Test(policy, prefetch_takes_a_place_only_where_belady_would_evict)
     TEST_OK(policy_mark_iteration(p));
     TEST_OK(policy_access(p, A, 1, POLICY_USE, 0)); /* position 1: A was just used */
     policy_fetch_t f[4];
-    cr_assert_eq(policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 4), 3);
+    cr_assert_eq(policy_prefetch(p, NULL, needs_all_but_c, NULL, f, 4, NULL), 3);
     /* B, next: MIN would evict it for nothing used before A comes round again */
     cr_assert(f[0].chunk == B && f[0].events == 0 && f[0].evict_after == 3);
     cr_assert(f[1].chunk == D && f[1].events == 2 && f[1].evict_after == 5,
@@ -494,4 +499,26 @@ Test(policy, prefetch_takes_a_place_only_where_belady_would_evict)
     cr_assert(f[2].chunk == A && f[2].events == 3 && f[2].evict_after == 6);
     cr_assert_eq(policy_evict_key(p, D), 2);
     cr_assert_leq(policy_evict_key(p, D), f[0].evict_after, "D may not make room for B");
+}
+
+static policy_need_t e_on_host_rest_resident(void *arg, uint32_t chunk)
+{
+    (void)arg;
+    return chunk == E ? POLICY_ON_HOST : chunk == D ? POLICY_NO_DATA : POLICY_HAS;
+}
+
+Test(policy, blocks_before_counts_what_the_events_before_take_and_their_frees_give_back)
+{
+    /* D (no data yet) is overwritten, A and B freed, then E read */
+    TEST_OK(policy_access(p, D, 1, POLICY_OVERWRITE, 0));
+    TEST_OK(policy_access(p, A, 1, POLICY_FREE, 0));
+    TEST_OK(policy_access(p, B, 1, POLICY_FREE, 0));
+    TEST_OK(policy_access(p, E, 1, POLICY_USE, 0));
+    TEST_OK(policy_mark_iteration(p));
+    policy_fetch_t f[2];
+    int64_t ahead = -1;
+    cr_assert_eq(policy_prefetch(p, NULL, e_on_host_rest_resident, NULL, f, 2, &ahead), 1);
+    cr_assert_eq(ahead, 1, "the most new data needs at once: D's block (E's fetch not counted)");
+    cr_assert_eq(f[0].chunk, E);
+    cr_assert_eq(f[0].blocks_before, 1, "D's block is needed before the frees: the peak counts");
 }
