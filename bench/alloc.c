@@ -96,21 +96,6 @@ static lms_status_t time_reference(dev_reference_alloc_t which, size_t size, dou
     return LMS_OK;
 }
 
-/* s as a JSON string. */
-static void print_json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
-
 /* The CUDA allocators' columns of a single-threaded row, beside lms's p50. */
 static void print_reference(size_t size, double lms_p50)
 {
@@ -118,7 +103,7 @@ static void print_reference(size_t size, double lms_p50)
     if (time_reference(DEV_REFERENCE_MALLOC, size, m) != LMS_OK ||
         time_reference(DEV_REFERENCE_MALLOC_ASYNC, size, a) != LMS_OK) {
         printf(",\"cuda_error\":");
-        print_json_string(lms_last_error());
+        bench_json_string(lms_last_error());
     } else {
         double m50 = bench_quantile(m, batches, 0.5), a50 = bench_quantile(a, batches, 0.5);
         printf(",\"cuda_malloc_ns_p50\":%.1f,\"cuda_malloc_ns_p99\":%.1f,"
@@ -320,7 +305,7 @@ int main(int argc, char **argv)
     } else {
         reference = NULL;
         printf("\"skipped\":");
-        print_json_string(lms_last_error());
+        bench_json_string(lms_last_error());
     }
     printf(",%s}\n", machine);
     const size_t small[] = {64, 1024, 16384, 65536};

@@ -1,7 +1,7 @@
 /*
  * bench/bench.h — what the benchmarks share: order statistics over a run's
- * samples, and, for a bench on lms that defines BENCH_NAME ("alloc") before
- * including it, dying with lms's message. Header-only; each bench is one
+ * samples, JSON strings, and, for a bench on lms that defines BENCH_NAME
+ * ("alloc") before including it, dying with lms's message. Header-only; each bench is one
  * program.
  */
 #ifndef LMS_BENCH_H
@@ -26,6 +26,21 @@ static inline void bench_check(lms_status_t st, const char *what)
         bench_die(what);
 }
 #endif
+
+/* s as a JSON string on stdout. */
+static inline void bench_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
 
 static inline int bench_cmp_double(const void *a, const void *b)
 {

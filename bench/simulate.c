@@ -1,0 +1,684 @@
+/*
+ * bench/simulate — the trace-driven policy simulator (issue 5): lms's own
+ * policy code (policy/policy.c, linked from lms_core) decides what to evict
+ * and what to fetch ahead for a discrete-event model of one GPU training
+ * with more memory than it has. Prints JSON lines on stdout, each with
+ * "bench":"simulate", and nothing else there:
+ *
+ *   build/bench/simulate [--quick] [--check] [--workload gpt|cnn|all]
+ *       [--oversub X[,X...]] [--policy schedule|lru|vdnn[,...]] [--trace FILE]
+ *       [--device BYTES] [--iterations N] [--h2d-gbps G] [--d2h-gbps G]
+ *       [--both-factor F] [--map-us U] [--dump-trace FILE]
+ *
+ *   {"bench":"simulate","model":"discrete-event",...,"host_cpu":...}   the settings
+ *   {"bench":"simulate","workload":W,...,"footprint_bytes":...}        each workload's shape
+ *   {"bench":"simulate","workload":W,"oversub":X,"policy":P,
+ *    "step_over_lower_bound":R,"stall_fraction":S,"bytes_moved":B,...} one per run
+ *   {"bench":"simulate","summary":W,...}        the issue's targets beside what was measured
+ *
+ * Workloads: gpt and cnn (simulate_workloads.c), or a trace
+ * (docs/trace-format.md, simulate_trace.c). A generated workload runs
+ * --iterations training steps (4; 3 with --quick and --check), a trace the
+ * steps it has; the last step is reported (the first records the schedule,
+ * the others follow one). The device holds footprint / X chunks for each
+ * oversubscription X (1.25, 1.5, 2, 4 and 8; 1.5 and 2 with --quick),
+ * where the footprint is the most chunks allocated at once in the reported
+ * step; or --device bytes; or a trace's device line. A row's times are
+ * that step's: step_ms from the end of the step before to the end of its
+ * last kernel, compute_ms the sum of its kernels' times, stall_ms the rest
+ * (the compute stream waiting for data); bytes are copies that landed in
+ * it; prefetched counts the fetches issued ahead of need.
+ *
+ * The model and the policies: simulate_model.c. The lower bound each row
+ * is measured against: Note [Lower bound] in simulate_bound.c.
+ *
+ * --check (the ctest): the quick workloads at 1.5x and 2x, the trace given
+ * with --trace, and the gpt workload written as a trace and read back,
+ * under every policy. It fails (exit 1, the reasons on stderr) unless every
+ * kernel found its chunks resident with their copies landed and read the
+ * version last written (each w or o writes a new one, copies carry them,
+ * and no live chunk's data is ever lost: asserted as it runs); every row's
+ * time is at least the strict bound and it moved at least its in_min and
+ * out_min; compute is the same under every policy; the trace read back
+ * runs exactly as the workload it was written from; and policy_victim
+ * names a chunk of the highest policy_evict_key.
+ * Bad options or a malformed trace: a message on stderr, exit status 2.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "bench/bench.h"
+#include "bench/simulate.h"
+
+#define DEFAULT_CHUNK (2 * BASE_MiB)
+#define MAX_OVERSUB 16
+
+static const double default_oversub[] = {1.25, 1.5, 2, 4, 8};
+static const double quick_oversub[] = {1.5, 2};
+
+static void sim_exit(int status, const char *fmt, va_list ap) __attribute__((noreturn));
+static void sim_exit(int status, const char *fmt, va_list ap)
+{
+    fputs("bench/simulate: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    exit(status);
+}
+
+void sim_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sim_exit(1, fmt, ap);
+}
+
+void sim_bad(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sim_exit(2, fmt, ap);
+}
+
+void *sim_grow(void *p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return p;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    p = realloc(p, c * size);
+    if (p == NULL)
+        sim_die("no host memory for %zu x %zu bytes", c, size);
+    *cap = c;
+    return p;
+}
+
+void *sim_zalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (p == NULL)
+        sim_die("no host memory for %zu x %zu bytes", n, size);
+    return p;
+}
+
+/* ---- rows ---------------------------------------------------------------------- */
+
+typedef struct row {
+    double oversub;
+    sim_policy_t pol;
+    uint32_t capacity;
+    sim_result_t r;
+    sim_bound_t b;      /* in the steady state: the bound reported */
+    sim_bound_t strict; /* for this iteration alone: the bound --check asserts */
+    double lb_ns, strict_ns;
+    const char *bound; /* the term that bounds lb_ns: "compute", "link" or "vmm" */
+} row_t;
+
+typedef struct options {
+    bool quick, check;
+    bool gpt, cnn;
+    double oversub[MAX_OVERSUB];
+    int noversub;
+    bool pol[SIM_NPOLICIES];
+    const char *trace, *dump;
+    uint64_t device;
+    sim_config_t cfg;
+} options_t;
+
+static void print_row(const sim_workload_t *w, const row_t *row, uint64_t footprint)
+{
+    const sim_result_t *r = &row->r;
+    double step = (double)r->step_ns, stall = step - (double)r->compute_ns;
+    printf("{\"bench\":\"simulate\",\"workload\":");
+    bench_json_string(w->name);
+    printf(",\"oversub\":%.4g,\"policy\":\"%s\",\"step_over_lower_bound\":%.4f,"
+           "\"stall_fraction\":%.4f,\"bytes_moved\":%llu,\"step_ms\":%.3f,\"lower_bound_ms\":%.3f,"
+           "\"compute_ms\":%.3f,\"stall_ms\":%.3f,\"bound\":\"%s\",\"bytes_h2d\":%llu,"
+           "\"bytes_d2h\":%llu,\"prefetched\":%llu,\"footprint_bytes\":%llu,\"device_bytes\":%llu,"
+           "\"in_min_bytes\":%llu,\"out_min_bytes\":%llu,\"fetches\":%llu,\"evictions\":%llu,"
+           "\"clean_drops\":%llu,\"following\":%s",
+           row->oversub, sim_policy_name[row->pol], step / row->lb_ns, step > 0 ? stall / step : 0,
+           (unsigned long long)(r->h2d + r->d2h), step / 1e6, row->lb_ns / 1e6,
+           (double)r->compute_ns / 1e6, stall / 1e6, row->bound, (unsigned long long)r->h2d,
+           (unsigned long long)r->d2h, (unsigned long long)r->prefetched,
+           (unsigned long long)(footprint * w->chunk_bytes),
+           (unsigned long long)((uint64_t)row->capacity * w->chunk_bytes),
+           (unsigned long long)(row->b.in_chunks * w->chunk_bytes),
+           (unsigned long long)(row->b.out_chunks * w->chunk_bytes), (unsigned long long)r->fetches,
+           (unsigned long long)r->evictions, (unsigned long long)r->clean_drops,
+           r->following ? "true" : "false");
+    if (row->pol == SIM_VDNN)
+        printf(",\"hints\":%s", w->hints ? "true" : "false");
+    printf("}\n");
+}
+
+static const row_t *find_row(const row_t *rows, size_t n, double oversub, sim_policy_t pol)
+{
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].pol == pol && fabs(rows[i].oversub - oversub) < 1e-9)
+            return &rows[i];
+    return NULL;
+}
+
+static void print_ratio(const char *name, bool have, double v)
+{
+    if (have)
+        printf(",\"%s\":%.4f", name, v);
+    else
+        printf(",\"%s\":null", name);
+}
+
+/* The issue's targets beside what the rows measured. */
+static void print_summary(const sim_workload_t *w, const row_t *rows, size_t n)
+{
+    const row_t *s2 = find_row(rows, n, 2, SIM_SCHEDULE), *l2 = find_row(rows, n, 2, SIM_LRU);
+    double lb_max = 0, lb_max_compute = 0;
+    int compute_rows = 0, le2_rows = 0;
+    bool never_slower = true;
+    double worst = 0; /* the most of schedule / lru and schedule / vdnn at one size */
+    printf("{\"bench\":\"simulate\",\"summary\":");
+    bench_json_string(w->name);
+    for (size_t i = 0; i < n; i++) {
+        const row_t *r = &rows[i];
+        if (r->pol != SIM_SCHEDULE)
+            continue;
+        double ratio = (double)r->r.step_ns / r->lb_ns;
+        if (r->oversub <= 2 + 1e-9) {
+            le2_rows++;
+            lb_max = ratio > lb_max ? ratio : lb_max;
+            if (strcmp(r->bound, "compute") == 0) {
+                compute_rows++;
+                lb_max_compute = ratio > lb_max_compute ? ratio : lb_max_compute;
+            }
+        }
+        for (sim_policy_t p = SIM_LRU; p < SIM_NPOLICIES; p++) {
+            const row_t *o = find_row(rows, n, r->oversub, p);
+            if (o == NULL)
+                continue;
+            double x = (double)r->r.step_ns / (double)o->r.step_ns;
+            worst = x > worst ? x : worst;
+            never_slower &= r->r.step_ns <= o->r.step_ns;
+        }
+    }
+    bool have2 = s2 != NULL && l2 != NULL;
+    double speedup = have2 ? (double)l2->r.step_ns / (double)s2->r.step_ns : 0;
+    print_ratio("schedule_vs_lru_at_2x", have2, speedup);
+    printf(",\"target_schedule_vs_lru_at_2x\":2.0");
+    printf(",\"met_schedule_vs_lru_at_2x\":%s", !have2 ? "null" : speedup >= 2 ? "true" : "false");
+    print_ratio("schedule_over_lb_compute_bound_le_2x", compute_rows > 0, lb_max_compute);
+    printf(",\"compute_bound_rows_le_2x\":%d,\"target_schedule_over_lb\":1.10", compute_rows);
+    printf(",\"met_schedule_over_lb\":%s", compute_rows == 0        ? "null"
+                                           : lb_max_compute <= 1.10 ? "true"
+                                                                    : "false");
+    print_ratio("schedule_over_lb_le_2x_any_bound", le2_rows > 0, lb_max);
+    print_ratio("max_schedule_over_baseline", worst > 0, worst);
+    printf(",\"schedule_never_slower\":%s,\"target_schedule_never_slower\":true}\n",
+           worst > 0 ? (never_slower ? "true" : "false") : "null");
+}
+
+/* ---- running a workload ----------------------------------------------------------- */
+
+typedef struct run {
+    row_t *rows;
+    size_t n;
+    uint64_t footprint; /* chunks */
+} run_t;
+
+/* The device sizes to run at: --device, else footprint / X for each X
+ * asked for (or the defaults), else the trace's device line. */
+static size_t capacities(const sim_workload_t *w, const options_t *o, uint64_t footprint,
+                         uint32_t *cap, double *oversub)
+{
+    uint64_t device = o->device ? o->device : o->noversub == 0 ? w->device_bytes : 0;
+    if (device != 0) {
+        if (device / w->chunk_bytes == 0 || device / w->chunk_bytes > SIM_MAX_CHUNKS)
+            sim_bad("%s: a device of %llu bytes is not 1 .. 2^31 - 1 chunks", w->name,
+                    (unsigned long long)device);
+        cap[0] = (uint32_t)(device / w->chunk_bytes);
+        oversub[0] = (double)footprint / cap[0];
+        return 1;
+    }
+    const double *x = o->noversub ? o->oversub : o->quick ? quick_oversub : default_oversub;
+    size_t n = o->noversub ? (size_t)o->noversub
+               : o->quick  ? sizeof quick_oversub / sizeof *x
+                           : sizeof default_oversub / sizeof *x;
+    for (size_t i = 0; i < n; i++) {
+        double c = floor((double)footprint / x[i] + 0.5);
+        cap[i] = c < 1 ? 1 : (uint32_t)c;
+        oversub[i] = x[i];
+    }
+    return n;
+}
+
+static void print_workload(const sim_workload_t *w, const sim_iters_t *its, uint64_t footprint)
+{
+    const sim_iter_t *last = &its->it[its->n - 1];
+    size_t kernels = 0;
+    for (size_t j = last->first; j < last->end; j++)
+        kernels += w->ops[j].kind == SIM_KERNEL;
+    printf("{\"bench\":\"simulate\",\"workload\":");
+    bench_json_string(w->name);
+    printf(",%s%s\"iterations\":%zu,\"kernels_per_iteration\":%zu,\"footprint_bytes\":%llu,"
+           "\"largest_kernel_bytes\":%llu,\"hints\":%s}\n",
+           w->shape, w->shape[0] ? "," : "", its->n, kernels,
+           (unsigned long long)(footprint * w->chunk_bytes),
+           (unsigned long long)((uint64_t)w->max_kernel * w->chunk_bytes),
+           w->hints ? "true" : "false");
+}
+
+/* One row per policy at one device size, into run->rows. */
+static void run_at(const sim_workload_t *w, const options_t *o, const sim_iters_t *its,
+                   const sim_vdnn_plan_t *plan, run_t *run, uint32_t capacity, double oversub)
+{
+    const sim_iter_t *last = &its->it[its->n - 1];
+    sim_bound_t b = sim_lower_bound(w, last, capacity, true);
+    sim_bound_t strict = sim_lower_bound(w, last, capacity, false);
+    for (sim_policy_t p = 0; p < SIM_NPOLICIES; p++) {
+        if (!o->pol[p])
+            continue;
+        row_t *row = &run->rows[run->n++];
+        const char *which;
+        *row =
+            (row_t){.oversub = oversub, .pol = p, .capacity = capacity, .b = b, .strict = strict};
+        row->r = sim_run(w, its, &o->cfg, plan, p, capacity);
+        row->lb_ns = sim_bound_ns(&b, &o->cfg, w->chunk_bytes, &row->bound);
+        row->strict_ns = sim_bound_ns(&strict, &o->cfg, w->chunk_bytes, &which);
+        print_row(w, row, run->footprint);
+        fflush(stdout);
+    }
+}
+
+/* Prints the workload's rows and summary; returns the rows. */
+static run_t run_workload(const sim_workload_t *w, const options_t *o)
+{
+    sim_iters_t its = sim_iters_of(w);
+    if (its.n == 0)
+        sim_bad("%s: no kernels to run", w->name);
+    const sim_iter_t *last = &its.it[its.n - 1];
+    run_t run = {.footprint = sim_footprint(w, last)};
+    uint32_t cap[MAX_OVERSUB];
+    double oversub[MAX_OVERSUB];
+    size_t ncap = capacities(w, o, run.footprint, cap, oversub);
+    for (size_t i = 0; i < ncap; i++)
+        if (cap[i] < w->max_kernel)
+            sim_bad("%s at %.4gx: a device of %u chunks cannot hold a kernel that names %u: every "
+                    "chunk a kernel names must be resident while it runs",
+                    w->name, oversub[i], cap[i], w->max_kernel);
+    sim_vdnn_plan_t plan = {0};
+    sim_vdnn_plan(w, &plan);
+    print_workload(w, &its, run.footprint);
+    run.rows = sim_zalloc(ncap * SIM_NPOLICIES, sizeof *run.rows);
+    for (size_t i = 0; i < ncap; i++)
+        run_at(w, o, &its, &plan, &run, cap[i], oversub[i]);
+    print_summary(w, run.rows, run.n);
+    sim_vdnn_plan_free(&plan);
+    free(its.it);
+    return run;
+}
+
+/* ---- check mode ---------------------------------------------------------------------- */
+
+static int failures;
+
+static void check_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void check_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("bench/simulate: check failed: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    failures++;
+}
+
+/* What the rows of one workload must satisfy (the invariants inside the
+ * simulation die on the spot). */
+static void check_rows(const sim_workload_t *w, const run_t *run)
+{
+    for (size_t i = 0; i < run->n; i++) {
+        const row_t *r = &run->rows[i];
+        const char *p = sim_policy_name[r->pol];
+        if ((double)r->r.step_ns + 1 < r->strict_ns)
+            check_fail("%s %.4gx %s: %.6f ms, below the lower bound %.6f ms", w->name, r->oversub,
+                       p, (double)r->r.step_ns / 1e6, r->strict_ns / 1e6);
+        if (r->r.compute_ns != run->rows[0].r.compute_ns || r->r.compute_ns != r->b.compute_ns)
+            check_fail("%s %.4gx %s: compute %llu ns, not the %llu ns of its kernels", w->name,
+                       r->oversub, p, (unsigned long long)r->r.compute_ns,
+                       (unsigned long long)r->b.compute_ns);
+        if (r->r.h2d < r->strict.in_chunks * w->chunk_bytes ||
+            r->r.d2h < r->strict.out_chunks * w->chunk_bytes)
+            check_fail("%s %.4gx %s: moved %llu in and %llu out, less than the %llu and %llu that "
+                       "must move",
+                       w->name, r->oversub, p, (unsigned long long)r->r.h2d,
+                       (unsigned long long)r->r.d2h,
+                       (unsigned long long)(r->strict.in_chunks * w->chunk_bytes),
+                       (unsigned long long)(r->strict.out_chunks * w->chunk_bytes));
+    }
+}
+
+static bool same_result(const sim_result_t *a, const sim_result_t *b)
+{
+    return a->step_ns == b->step_ns && a->compute_ns == b->compute_ns && a->h2d == b->h2d &&
+           a->d2h == b->d2h && a->prefetched == b->prefetched && a->fetches == b->fetches &&
+           a->evictions == b->evictions && a->clean_drops == b->clean_drops;
+}
+
+/* The gpt workload written as a trace and read back runs the same. */
+static void check_round_trip(const options_t *o, const run_t *direct, const sim_workload_t *gpt)
+{
+    char *text = NULL, err[512];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL)
+        sim_die("open_memstream: %s", strerror(errno));
+    sim_trace_write(f, gpt, 0);
+    fclose(f);
+    sim_workload_t back;
+    sim_init(&back, "gpt.trace", DEFAULT_CHUNK);
+    f = fmemopen(text, len, "r");
+    if (f == NULL)
+        sim_die("fmemopen: %s", strerror(errno));
+    if (!sim_trace_read(f, "gpt.trace", &back, err, sizeof err))
+        sim_die("the trace it wrote does not read back: %s", err);
+    fclose(f);
+    free(text);
+    sim_place(&back);
+    run_t again = run_workload(&back, o);
+    if (again.n != direct->n)
+        check_fail("round trip: %zu rows, not %zu", again.n, direct->n);
+    for (size_t i = 0; i < again.n && i < direct->n; i++)
+        if (!same_result(&again.rows[i].r, &direct->rows[i].r))
+            check_fail("round trip: %.4gx %s differs from the workload it was written from",
+                       direct->rows[i].oversub, sim_policy_name[direct->rows[i].pol]);
+    free(again.rows);
+    sim_release(&back);
+}
+
+static int run_check(const options_t *opts, const sim_workload_t *trace)
+{
+    options_t o = *opts;
+    o.quick = true;
+    o.cfg.check = true;
+    for (int g = 0; g < 2; g++) {
+        sim_workload_t w;
+        sim_init(&w, g == 0 ? "gpt" : "cnn", DEFAULT_CHUNK);
+        (g == 0 ? sim_gpt : sim_cnn)(&w, SIM_SCALE_QUICK, o.cfg.iterations);
+        sim_place(&w);
+        run_t run = run_workload(&w, &o);
+        check_rows(&w, &run);
+        if (g == 0)
+            check_round_trip(&o, &run, &w);
+        free(run.rows);
+        sim_release(&w);
+    }
+    if (trace != NULL) {
+        o.noversub = 0;
+        run_t run = run_workload(trace, &o);
+        check_rows(trace, &run);
+        free(run.rows);
+    }
+    printf("{\"bench\":\"simulate\",\"check\":\"%s\",\"failures\":%d}\n",
+           failures ? "failed" : "passed", failures);
+    return failures ? 1 : 0;
+}
+
+/* ---- options and main ----------------------------------------------------------------- */
+
+/* The options: name, its value (NULL: none), and what it does, for --help. */
+static const struct option_doc {
+    const char *name, *value, *doc;
+} options[] = {
+    {"--quick", NULL, "1.5x and 2x, 3 iterations, small models (for CI)"},
+    {"--check", NULL, "self-checks on the quick workloads and --trace; exit 1 on failure"},
+    {"--workload", "gpt|cnn|all", "the generated workloads to run (all)"},
+    {"--oversub", "X[,X...]", "footprint / device; repeatable (1.25,1.5,2,4,8)"},
+    {"--policy", "P[,P...]", "schedule, lru, vdnn; repeatable (all three)"},
+    {"--trace", "FILE", "run a trace (docs/trace-format.md) instead, at its device line"},
+    {"--device", "BYTES", "device memory (K/M/G suffixes), instead of --oversub"},
+    {"--iterations", "N", "training steps of a generated workload (4; 3 with --quick)"},
+    {"--h2d-gbps", "G", "host-to-device bandwidth, GB/s (25)"},
+    {"--d2h-gbps", "G", "device-to-host bandwidth, GB/s (25)"},
+    {"--both-factor", "F", "each link's share of its rate while both are busy (0.5)"},
+    {"--map-us", "U", "VMM time per chunk mapped or unmapped, us (10)"},
+    {"--dump-trace", "FILE", "write the workload chosen as a trace and exit"},
+    {"--help", NULL, "this"},
+};
+#define NOPTIONS (sizeof options / sizeof options[0])
+
+static void usage(FILE *f)
+{
+    fputs("usage: build/bench/simulate [options]; prints JSON lines (bench/simulate.c)\n", f);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "%s%s%s", options[i].name, options[i].value ? " " : "",
+                 options[i].value ? options[i].value : "");
+        fprintf(f, "  %-26s %s\n", head, options[i].doc);
+    }
+}
+
+static double parse_double(const char *opt, const char *v, double min)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(x >= min) || !isfinite(x))
+        sim_bad("%s wants a number of at least %g, not '%s'", opt, min, v);
+    return x;
+}
+
+static void parse_list(const char *opt, const char *v, options_t *o)
+{
+    char *copy = strdup(v), *save = NULL;
+    if (copy == NULL)
+        sim_die("no host memory");
+    for (char *t = strtok_r(copy, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        if (strcmp(opt, "--oversub") == 0) {
+            if (o->noversub == MAX_OVERSUB)
+                sim_bad("at most %d oversubscriptions", MAX_OVERSUB);
+            o->oversub[o->noversub++] = parse_double(opt, t, 1e-3);
+            continue;
+        }
+        sim_policy_t p = 0;
+        while (p < SIM_NPOLICIES && strcmp(t, sim_policy_name[p]) != 0)
+            p++;
+        if (p == SIM_NPOLICIES)
+            sim_bad("--policy is schedule, lru or vdnn, not '%s'", t);
+        o->pol[p] = true;
+    }
+    free(copy);
+}
+
+static void parse_option(options_t *o, const char *opt, const char *v)
+{
+    if (strcmp(opt, "--workload") == 0) {
+        if (strcmp(v, "all") != 0 && strcmp(v, "gpt") != 0 && strcmp(v, "cnn") != 0)
+            sim_bad("--workload is gpt, cnn or all, not '%s'", v);
+        o->gpt = strcmp(v, "cnn") != 0;
+        o->cnn = strcmp(v, "gpt") != 0;
+    } else if (strcmp(opt, "--oversub") == 0 || strcmp(opt, "--policy") == 0) {
+        parse_list(opt, v, o);
+    } else if (strcmp(opt, "--trace") == 0) {
+        o->trace = v;
+    } else if (strcmp(opt, "--dump-trace") == 0) {
+        o->dump = v;
+    } else if (strcmp(opt, "--device") == 0) {
+        if (!base_parse_size(v, &o->device) || o->device == 0)
+            sim_bad("--device wants a size in bytes (K/M/G suffixes), not '%s'", v);
+    } else if (strcmp(opt, "--iterations") == 0) {
+        double n = parse_double(opt, v, 1);
+        if (n > 1000 || n != floor(n))
+            sim_bad("--iterations wants a whole number from 1 to 1000, not '%s'", v);
+        o->cfg.iterations = (int)n;
+    } else if (strcmp(opt, "--h2d-gbps") == 0) {
+        o->cfg.h2d_gbps = parse_double(opt, v, 1e-6);
+    } else if (strcmp(opt, "--d2h-gbps") == 0) {
+        o->cfg.d2h_gbps = parse_double(opt, v, 1e-6);
+    } else if (strcmp(opt, "--both-factor") == 0) {
+        o->cfg.both = parse_double(opt, v, 1e-3);
+        if (o->cfg.both > 1)
+            sim_bad("--both-factor is at most 1");
+    } else { /* --map-us */
+        o->cfg.map_us = parse_double(opt, v, 0);
+    }
+}
+
+/* Defaults for what the options left unset, and the combinations refused. */
+static void settle_options(options_t *o, bool iterations, bool policies, bool workload)
+{
+    if (!iterations)
+        o->cfg.iterations = o->quick || o->check ? 3 : 4;
+    if (!policies)
+        o->pol[SIM_SCHEDULE] = o->pol[SIM_LRU] = o->pol[SIM_VDNN] = true;
+    if (!workload)
+        o->gpt = o->cnn = true;
+    if (o->device != 0 && o->noversub > 0)
+        sim_bad("give --device or --oversub, not both");
+    if (o->dump != NULL && o->trace == NULL && o->gpt == o->cnn)
+        sim_bad("--dump-trace writes one workload: add --workload gpt or --workload cnn");
+    if (o->dump != NULL && o->noversub > 1)
+        sim_bad("--dump-trace takes at most one --oversub, for its device line");
+}
+
+static void parse_options(int argc, char **argv, options_t *o)
+{
+    bool iterations = false, policies = false, workload = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *eq = strchr(a, '=');
+        size_t n = eq != NULL ? (size_t)(eq - a) : strlen(a), k = 0;
+        while (k < NOPTIONS && (strlen(options[k].name) != n || strncmp(a, options[k].name, n)))
+            k++;
+        if (k == NOPTIONS || (options[k].value == NULL && eq != NULL))
+            sim_bad("unknown option '%s' (--help lists them)", a);
+        const char *name = options[k].name;
+        if (strcmp(name, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (options[k].value == NULL) {
+            *(strcmp(name, "--quick") == 0 ? &o->quick : &o->check) = true;
+            continue;
+        }
+        if (eq == NULL && i + 1 == argc)
+            sim_bad("%s wants a value", a);
+        iterations |= strcmp(name, "--iterations") == 0;
+        policies |= strcmp(name, "--policy") == 0;
+        workload |= strcmp(name, "--workload") == 0;
+        parse_option(o, name, eq != NULL ? eq + 1 : argv[++i]);
+    }
+    settle_options(o, iterations, policies, workload);
+}
+
+static void read_trace(const char *path, sim_workload_t *w)
+{
+    const char *base = strrchr(path, '/');
+    char err[512];
+    sim_init(w, base != NULL ? base + 1 : path, DEFAULT_CHUNK);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        sim_bad("%s: %s", path, strerror(errno));
+    if (!sim_trace_read(f, path, w, err, sizeof err))
+        sim_bad("%s", err);
+    fclose(f);
+    sim_place(w);
+}
+
+/* Writes the chosen workload as a trace. */
+static void dump(const options_t *o, const sim_workload_t *w)
+{
+    uint64_t device = o->device;
+    if (device == 0 && o->noversub == 1) {
+        sim_iters_t its = sim_iters_of(w);
+        if (its.n == 0)
+            sim_bad("%s: no kernels", w->name);
+        const sim_iter_t *last = &its.it[its.n - 1];
+        uint64_t foot = sim_footprint(w, last);
+        device = (uint64_t)floor((double)foot / o->oversub[0] + 0.5) * w->chunk_bytes;
+        free(its.it);
+    }
+    FILE *f = fopen(o->dump, "w");
+    if (f == NULL)
+        sim_bad("%s: %s", o->dump, strerror(errno));
+    sim_trace_write(f, w, device);
+    if (fclose(f) != 0)
+        sim_die("%s: %s", o->dump, strerror(errno));
+}
+
+/* The model's settings; trace: the trace to run, or NULL. */
+static void print_model(const options_t *o, const sim_workload_t *trace)
+{
+    char cpu[256];
+    base_host_cpu(cpu, sizeof cpu);
+    printf("{\"bench\":\"simulate\",\"model\":\"discrete-event\",\"chunk_bytes\":%llu,",
+           (unsigned long long)(trace != NULL && !o->check ? trace->chunk_bytes : DEFAULT_CHUNK));
+    if (o->device != 0)
+        printf("\"device_bytes\":%llu,", (unsigned long long)o->device);
+    else if (trace != NULL && !o->check && o->noversub == 0)
+        printf("\"device_bytes\":%llu,", (unsigned long long)trace->device_bytes);
+    else
+        printf("\"device_bytes\":\"footprint / oversub\",");
+    printf("\"h2d_gbps\":%g,\"d2h_gbps\":%g,\"both_factor\":%g,\"map_us_per_chunk\":%g,",
+           o->cfg.h2d_gbps, o->cfg.d2h_gbps, o->cfg.both, o->cfg.map_us);
+    if (trace != NULL && !o->check)
+        printf("\"iterations\":\"the trace's\",");
+    else
+        printf("\"iterations\":%d,", o->cfg.iterations);
+    printf("\"reported\":\"the last iteration\",\"host_cpu\":");
+    bench_json_string(cpu);
+    printf("}\n");
+}
+
+int main(int argc, char **argv)
+{
+    options_t o = {.cfg = {.h2d_gbps = 25, .d2h_gbps = 25, .both = 0.5, .map_us = 10}};
+    parse_options(argc, argv, &o);
+    sim_scale_t scale = o.quick || o.check ? SIM_SCALE_QUICK : SIM_SCALE_DEFAULT;
+    sim_workload_t trace;
+    if (o.trace != NULL) {
+        read_trace(o.trace, &trace);
+        if (!o.check && trace.device_bytes == 0 && o.device == 0 && o.noversub == 0)
+            sim_bad("%s has no device line: give --device or --oversub", o.trace);
+    }
+    if (o.dump != NULL) {
+        sim_workload_t w;
+        if (o.trace != NULL) {
+            w = trace;
+        } else {
+            sim_init(&w, o.gpt ? "gpt" : "cnn", DEFAULT_CHUNK);
+            (o.gpt ? sim_gpt : sim_cnn)(&w, scale, o.cfg.iterations);
+            sim_place(&w);
+        }
+        dump(&o, &w);
+        sim_release(&w);
+        return 0;
+    }
+    print_model(&o, o.trace != NULL ? &trace : NULL);
+    if (o.check) {
+        int rc = run_check(&o, o.trace != NULL ? &trace : NULL);
+        if (o.trace != NULL)
+            sim_release(&trace);
+        return rc;
+    }
+    if (o.trace != NULL) {
+        free(run_workload(&trace, &o).rows);
+        sim_release(&trace);
+        return 0;
+    }
+    for (int g = 0; g < 2; g++) {
+        if (!(g == 0 ? o.gpt : o.cnn))
+            continue;
+        sim_workload_t w;
+        sim_init(&w, g == 0 ? "gpt" : "cnn", DEFAULT_CHUNK);
+        (g == 0 ? sim_gpt : sim_cnn)(&w, scale, o.cfg.iterations);
+        sim_place(&w);
+        free(run_workload(&w, &o).rows);
+        sim_release(&w);
+    }
+    return 0;
+}

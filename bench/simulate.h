@@ -1,0 +1,197 @@
+/*
+ * bench/simulate.h — what the files of the trace-driven policy simulator
+ * share (private to bench/simulate*.c):
+ *   simulate.c            the program: options, rows, summaries, --check
+ *   simulate_workloads.c  a workload: building one, placing its tensors,
+ *                         and the generated ones (gpt, cnn)
+ *   simulate_trace.c      the trace format (docs/trace-format.md)
+ *   simulate_bound.c      iterations, footprints, Note [Lower bound]
+ *   simulate_model.c      the discrete-event model and the policies
+ *
+ *   tensor     one allocation: its bytes, whether it is an activation and of
+ *              which layer (hints for the vdnn baseline), and where
+ *              sim_place put it (whole chunks, first fit). A trace's ids
+ *              name live tensors and may be reused after a free; here each
+ *              allocation is a tensor of its own, numbered in the order of
+ *              the allocs.
+ *   op         an alloc, a free, a kernel (its compute time, an optional
+ *              layer and phase, and the tensors it touches, each with a
+ *              mode), or an iteration boundary.
+ *   iteration  the ops up to a boundary; ops after the last one form one
+ *              more. A generated workload's first iteration also allocates
+ *              and initializes the parameters and the optimizer's state.
+ * Every function here exits the program when the host has no memory.
+ */
+#ifndef LMS_BENCH_SIMULATE_H
+#define LMS_BENCH_SIMULATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SIM_NONE UINT32_MAX
+#define SIM_MAX_CHUNKS 0x7fffffffu /* chunk ids stay below: the model tags them with bit 31 */
+
+typedef enum sim_mode {
+    SIM_READ,      /* r: reads the tensor */
+    SIM_WRITE,     /* w: reads and writes it */
+    SIM_OVERWRITE, /* o: writes every byte before reading any */
+} sim_mode_t;
+
+typedef enum sim_phase { SIM_PHASE_NONE, SIM_FWD, SIM_BWD, SIM_OPT } sim_phase_t;
+
+typedef enum sim_op_kind { SIM_ALLOC, SIM_FREE, SIM_KERNEL, SIM_ITERATION } sim_op_kind_t;
+
+typedef struct sim_tensor {
+    uint64_t bytes;
+    int32_t layer;              /* -1: no hint */
+    bool act;                   /* an activation: saved in forward for backward */
+    uint32_t alloc_op, free_op; /* op indices; free_op SIM_NONE: never freed */
+    uint32_t first, nchunks;    /* placement, by sim_place */
+} sim_tensor_t;
+
+typedef struct sim_access {
+    uint32_t tensor;
+    sim_mode_t mode;
+} sim_access_t;
+
+typedef struct sim_op {
+    sim_op_kind_t kind;
+    sim_phase_t phase;  /* kernels */
+    int32_t layer;      /* kernels; -1: no hint */
+    uint32_t tensor;    /* alloc, free */
+    uint64_t ns;        /* kernels: compute time */
+    uint32_t acc, nacc; /* kernels: their accesses, acc[acc .. acc + nacc) */
+} sim_op_t;
+
+typedef struct sim_workload {
+    char name[64];
+    char shape[256]; /* a generated workload's shape, as JSON members; "" for a trace */
+    uint64_t chunk_bytes;
+    uint64_t device_bytes; /* a trace's device line; 0: none */
+    sim_tensor_t *tensors;
+    size_t ntensors, captensors;
+    sim_op_t *ops;
+    size_t nops, capops;
+    sim_access_t *acc;
+    size_t nacc, capacc;
+    /* By sim_place: */
+    uint32_t nchunks;    /* chunk ids used are 0 .. nchunks - 1 */
+    uint32_t max_kernel; /* the most chunks one kernel touches */
+    bool hints;          /* some tensor is an activation and some kernel has a layer */
+} sim_workload_t;
+
+/* ---- the program's exits and memory (simulate.c) ---------------------------- */
+
+/* "bench/simulate: message" on stderr, then exit status 1 (a failure of
+ * the simulator) or 2 (bad input). */
+void sim_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void sim_bad(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* *cap grown (doubling) to at least need elements of size bytes. */
+void *sim_grow(void *p, size_t *cap, size_t need, size_t size);
+/* n (at least 1) zeroed elements. */
+void *sim_zalloc(size_t n, size_t size);
+
+/* The model's settings (simulate_model.c). */
+typedef struct sim_config {
+    double h2d_gbps, d2h_gbps; /* GB/s = bytes per ns */
+    double both;               /* each link's share of its rate while both are busy */
+    double map_us;             /* the VMM queue's time per chunk mapped or unmapped */
+    int iterations;            /* of a generated workload */
+    bool check;                /* also verify policy_victim against policy_evict_key */
+} sim_config_t;
+
+/* ---- building a workload (simulate_workloads.c) ------------------------------ */
+
+void sim_init(sim_workload_t *w, const char *name, uint64_t chunk_bytes);
+void sim_release(sim_workload_t *w);
+uint32_t sim_alloc(sim_workload_t *w, uint64_t bytes, bool act, int32_t layer);
+void sim_free(sim_workload_t *w, uint32_t tensor);
+/* A kernel; sim_touch adds its accesses until the next op. A tensor named
+ * again in the same kernel merges: the same mode twice stays, else w. */
+void sim_kernel(sim_workload_t *w, uint64_t ns, int32_t layer, sim_phase_t phase);
+void sim_touch(sim_workload_t *w, uint32_t tensor, sim_mode_t mode);
+void sim_iteration(sim_workload_t *w);
+
+/* Places the tensors on chunk ids (first fit, whole chunks, in op order) and
+ * fills the fields sim_place owns. */
+void sim_place(sim_workload_t *w);
+
+typedef enum sim_scale { SIM_SCALE_DEFAULT, SIM_SCALE_QUICK } sim_scale_t;
+
+/* Each writes `iterations` training steps into w (sim_init'd by the caller),
+ * the first one preceded by allocating and initializing the parameters. */
+void sim_gpt(sim_workload_t *w, sim_scale_t scale, int iterations);
+void sim_cnn(sim_workload_t *w, sim_scale_t scale, int iterations);
+
+/* ---- traces (simulate_trace.c) ------------------------------------------------ */
+
+/* Reads a trace from f (named path in messages) into w (sim_init'd by the
+ * caller). Returns false, with "path:line: what" in err, on malformed input. */
+bool sim_trace_read(FILE *f, const char *path, sim_workload_t *w, char *err, size_t errlen);
+/* Writes w as a trace; device_bytes 0 writes no device line. */
+void sim_trace_write(FILE *f, const sim_workload_t *w, uint64_t device_bytes);
+
+/* ---- iterations and the lower bound (simulate_bound.c) ---------------------------- */
+
+/* An iteration with at least one kernel: ops [first, end), and its last
+ * kernel (when that finishes, the iteration's time ends). */
+typedef struct sim_iter {
+    size_t first, end, last_kernel;
+} sim_iter_t;
+
+typedef struct sim_iters {
+    sim_iter_t *it; /* sim_iters_of's; the caller frees it */
+    size_t n;
+} sim_iters_t;
+
+sim_iters_t sim_iters_of(const sim_workload_t *w);
+/* The most chunks allocated at once during the iteration. */
+uint64_t sim_footprint(const sim_workload_t *w, const sim_iter_t *it);
+/* Whether tensor t is live between op j - 1 and op j. */
+bool sim_alive_at(const sim_tensor_t *t, size_t j);
+
+typedef struct sim_bound {
+    uint64_t compute_ns;            /* the iteration's kernels' times */
+    uint64_t in_chunks, out_chunks; /* that must cross the link in it */
+} sim_bound_t;
+
+/* Note [Lower bound] at a device of capacity chunks; steady: the steady
+ * state's, else one that holds for any run. */
+sim_bound_t sim_lower_bound(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
+                            bool steady);
+/* Its time in ns: the largest of compute, link and vmm, named in *which. */
+double sim_bound_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
+                    const char **which);
+
+/* ---- the model (simulate_model.c) ----------------------------------------------- */
+
+typedef enum sim_policy { SIM_SCHEDULE, SIM_LRU, SIM_VDNN, SIM_NPOLICIES } sim_policy_t;
+extern const char *const sim_policy_name[SIM_NPOLICIES];
+
+typedef struct sim_result {
+    uint64_t step_ns, compute_ns;
+    uint64_t h2d, d2h;   /* bytes landed in the reported iteration */
+    uint64_t prefetched; /* chunk fetches issued ahead of need */
+    uint64_t fetches, evictions, clean_drops;
+    bool following; /* the policy followed its schedule at the end */
+} sim_result_t;
+
+/* vdnn's plan, from the workload's hints: what to offload after each
+ * kernel, what to fetch when each kernel starts (lists of tensors). */
+typedef struct sim_vdnn_plan {
+    uint32_t *off_at, *off; /* off[off_at[j] .. off_at[j + 1]): after op j finishes */
+    uint32_t *pre_at, *pre; /* pre[pre_at[j] .. pre_at[j + 1]): when op j starts */
+} sim_vdnn_plan_t;
+
+void sim_vdnn_plan(const sim_workload_t *w, sim_vdnn_plan_t *plan);
+void sim_vdnn_plan_free(sim_vdnn_plan_t *plan);
+
+/* Runs every iteration of w under policy at a device of capacity chunks;
+ * returns the last one's result. Dies, saying which, if an invariant of the
+ * model breaks. */
+sim_result_t sim_run(const sim_workload_t *w, const sim_iters_t *its, const sim_config_t *cfg,
+                     const sim_vdnn_plan_t *plan, sim_policy_t policy, uint32_t capacity);
+
+#endif /* LMS_BENCH_SIMULATE_H */

@@ -1,0 +1,254 @@
+/*
+ * bench/simulate_bound.c — the simulator's iterations, footprints and lower
+ * bound: what the op stream alone says about the least time an iteration
+ * can take at a given device size, whatever the policy.
+ *
+ * Note [Lower bound]
+ * For the reported step, its compute and the least data that must cross
+ * the link in it bound its time: LB = max(compute, link, vmm), "bound"
+ * naming the largest term.
+ *   in   At any instant t, the device holds at most C chunks. Let R(t) be
+ *        the live chunks with data whose next access in the step reads it.
+ *        When a kernel starts, every chunk K it names is resident, so at
+ *        least |R(t) u K| - C chunks of R(t) are elsewhere, and each needs
+ *        an H2D between t and its read. in_min = the most of |R(t) u K| - C
+ *        over kernel starts and the step's start. At the start this is the
+ *        issue's "chunks whose data exists at the step's start and is read
+ *        in it, minus C"; the maximum, usually at the end of forward, also
+ *        counts the activations that cannot all stay.
+ *   out  Let D(t) be the chunks of R(t) written before t. One that is not
+ *        resident at t was copied out after its write and before t, and
+ *        at most C - |K \ D(t)| are resident: out_min = the most of
+ *        |D(t) u K| - C over kernel starts, and of (live chunks written in
+ *        the step) - C at its end (the simulator, like swap/, copies out
+ *        every dirty live chunk it evicts: the issue's "live at both the
+ *        start and the end and written" is a part of these).
+ *   link With a = in_min x chunk / h2d and b = out_min x chunk / d2h, each
+ *        link alone, and both_factor f of each rate when both run, the
+ *        least time is a linear programme over the time spent with one or
+ *        both busy: a + b - min(a, b) max(0, 2f - 1) / f; max(a, b) at f = 1,
+ *        a + b at f <= 0.5 (the issue's max(a, b, (in + out) / (f (h2d +
+ *        d2h))) at equal rates).
+ *   vmm  (in_min + out_min) x map_us: a map before each of those H2Ds, an
+ *        unmap after each of those D2Hs, one at a time.
+ * Written so, the bound holds for any run of the step ("strict"), and
+ * --check asserts it. The bound reported is the steady state's, where the
+ * step before was the same: a tensor live across both of the step's
+ * boundaries (weights, optimizer state) counts as written before t if the
+ * step writes it anywhere, since its copy out after that write may fall in
+ * the step before, as this step's does for the next, and as read after its
+ * last access in the step if its first access reads it. It is higher (the
+ * optimizer's state, dirtied at the end of every step, must go out and
+ * come back), and the step_over_lower_bound of the last of several steps
+ * is measured against it. Neither is tight: chunks that must move because
+ * kernels' working sets, not only the totals, do not fit are not counted,
+ * and a chunk is counted once however often it must move.
+ */
+#include <stdlib.h>
+
+#include "bench/simulate.h"
+
+/* ---- iterations ----------------------------------------------------------------- */
+
+sim_iters_t sim_iters_of(const sim_workload_t *w)
+{
+    sim_iters_t r = {sim_zalloc(w->nops + 1, sizeof *r.it), 0};
+    size_t first = 0, last = SIZE_MAX;
+    for (size_t j = 0; j <= w->nops; j++) {
+        if (j < w->nops && w->ops[j].kind == SIM_KERNEL)
+            last = j;
+        if (j < w->nops && w->ops[j].kind != SIM_ITERATION)
+            continue;
+        if (last != SIZE_MAX && last >= first)
+            r.it[r.n++] = (sim_iter_t){first, j, last};
+        first = j + 1;
+    }
+    return r;
+}
+
+uint64_t sim_footprint(const sim_workload_t *w, const sim_iter_t *it)
+{
+    uint64_t live = 0, peak = 0;
+    for (size_t j = 0; j < it->end; j++) {
+        const sim_op_t *op = &w->ops[j];
+        if (op->kind == SIM_ALLOC)
+            live += w->tensors[op->tensor].nchunks;
+        else if (op->kind == SIM_FREE)
+            live -= w->tensors[op->tensor].nchunks;
+        if (j + 1 >= it->first && live > peak)
+            peak = live;
+    }
+    return peak;
+}
+
+/* ---- the lower bound (Note [Lower bound]) ---------------------------------- */
+
+enum { NEXT_NONE, NEXT_READ, NEXT_DEAD };
+
+bool sim_alive_at(const sim_tensor_t *t, size_t j)
+{
+    return t->alloc_op < j && (t->free_op == SIM_NONE || t->free_op >= j);
+}
+
+/* The walk over one iteration: R and D of Note [Lower bound], in chunks. */
+typedef struct walk {
+    const sim_workload_t *w;
+    uint8_t *after; /* per access: its tensor's next event kind */
+    uint8_t *first; /* per tensor: its first event kind in the iteration */
+    bool *in_r, *written, *data;
+    uint64_t r, d;
+    uint32_t capacity;
+    sim_bound_t b;
+} walk_t;
+
+/* The kind of each access's tensor's next event in the iteration (with
+ * steady, a tensor live across both boundaries wraps round to its first),
+ * and each tensor's first. */
+static void next_events(walk_t *k, const sim_iter_t *it, bool steady)
+{
+    const sim_workload_t *w = k->w;
+    for (size_t j = it->end; j-- > it->first;) {
+        const sim_op_t *op = &w->ops[j];
+        if (op->kind == SIM_FREE) {
+            k->first[op->tensor] = NEXT_DEAD;
+        } else if (op->kind == SIM_KERNEL) {
+            for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
+                uint32_t t = w->acc[i].tensor;
+                k->after[i] = k->first[t];
+                k->first[t] = w->acc[i].mode == SIM_OVERWRITE ? NEXT_DEAD : NEXT_READ;
+            }
+        }
+    }
+    for (size_t j = it->first; steady && j < it->end; j++) {
+        const sim_op_t *op = &w->ops[j];
+        for (uint32_t i = op->acc; op->kind == SIM_KERNEL && i < op->acc + op->nacc; i++) {
+            const sim_tensor_t *t = &w->tensors[w->acc[i].tensor];
+            if (k->after[i] == NEXT_NONE && sim_alive_at(t, it->first) && sim_alive_at(t, it->end))
+                k->after[i] = k->first[w->acc[i].tensor];
+        }
+    }
+}
+
+static void take_max(uint64_t *m, uint64_t n, uint32_t capacity)
+{
+    if (n > capacity && n - capacity > *m)
+        *m = n - capacity;
+}
+
+/* Tensor t's membership of R and D, from its state. */
+static void walk_set(walk_t *k, uint32_t t, bool in_r)
+{
+    uint64_t n = k->w->tensors[t].nchunks;
+    if (k->in_r[t]) {
+        k->r -= n;
+        k->d -= k->written[t] ? n : 0;
+    }
+    k->in_r[t] = in_r;
+    if (in_r) {
+        k->r += n;
+        k->d += k->written[t] ? n : 0;
+    }
+}
+
+static void walk_kernel(walk_t *k, const sim_op_t *op)
+{
+    const sim_workload_t *w = k->w;
+    uint64_t k_r = 0, k_d = 0; /* the kernel's chunks outside R, outside D */
+    for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
+        uint32_t t = w->acc[i].tensor;
+        k_r += k->in_r[t] ? 0 : w->tensors[t].nchunks;
+        k_d += k->in_r[t] && k->written[t] ? 0 : w->tensors[t].nchunks;
+    }
+    take_max(&k->b.in_chunks, k->r + k_r, k->capacity);
+    take_max(&k->b.out_chunks, k->d + k_d, k->capacity);
+    k->b.compute_ns += op->ns;
+    for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
+        uint32_t t = w->acc[i].tensor;
+        walk_set(k, t, false);
+        if (w->acc[i].mode != SIM_READ)
+            k->data[t] = k->written[t] = true;
+        walk_set(k, t, k->data[t] && k->after[i] == NEXT_READ);
+    }
+}
+
+/* Note [Lower bound]'s in_min and out_min for one iteration at capacity
+ * chunks. steady: in the steady state, where the iteration before was the
+ * same: a tensor live across both boundaries counts as written if the
+ * iteration writes it anywhere (its copy out may fall in the iteration
+ * before, as this one's does for the next), and as needed after its last
+ * access if its first reads it. Without steady, a bound for any run. */
+sim_bound_t sim_lower_bound(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
+                            bool steady)
+{
+    walk_t k = {.w = w, .capacity = capacity};
+    k.after = sim_zalloc(w->nacc, 1);
+    k.first = sim_zalloc(w->ntensors, 1);
+    k.in_r = sim_zalloc(w->ntensors, sizeof(bool));
+    k.written = sim_zalloc(w->ntensors, sizeof(bool));
+    k.data = sim_zalloc(w->ntensors, sizeof(bool));
+    next_events(&k, it, steady);
+    for (size_t j = 0; j < it->end; j++) { /* data: written before; steady: written in it too */
+        const sim_op_t *op = &w->ops[j];
+        for (uint32_t i = op->acc; op->kind == SIM_KERNEL && i < op->acc + op->nacc; i++) {
+            uint32_t t = w->acc[i].tensor;
+            bool write = w->acc[i].mode != SIM_READ, before = j < it->first;
+            k.data[t] |= write && before;
+            k.written[t] |= write && !before && steady && sim_alive_at(&w->tensors[t], it->first) &&
+                            sim_alive_at(&w->tensors[t], it->end);
+        }
+    }
+    for (uint32_t t = 0; t < w->ntensors; t++)
+        walk_set(&k, t,
+                 sim_alive_at(&w->tensors[t], it->first) && k.data[t] && k.first[t] == NEXT_READ);
+    take_max(&k.b.in_chunks, k.r, capacity);
+    take_max(&k.b.out_chunks, k.d, capacity);
+    for (size_t j = it->first; j < it->end; j++) {
+        const sim_op_t *op = &w->ops[j];
+        if (op->kind == SIM_ALLOC) {
+            walk_set(&k, op->tensor, false);
+            k.data[op->tensor] = k.written[op->tensor] = false;
+        } else if (op->kind == SIM_FREE) {
+            walk_set(&k, op->tensor, false);
+        } else if (op->kind == SIM_KERNEL) {
+            walk_kernel(&k, op);
+        }
+    }
+    uint64_t dirty_end = 0;
+    for (uint32_t t = 0; t < w->ntensors; t++)
+        dirty_end +=
+            sim_alive_at(&w->tensors[t], it->end) && k.written[t] ? w->tensors[t].nchunks : 0;
+    take_max(&k.b.out_chunks, dirty_end, capacity);
+    free(k.after);
+    free(k.first);
+    free(k.in_r);
+    free(k.written);
+    free(k.data);
+    return k.b;
+}
+
+/* The least time for in and out bytes over the two links (Note [Lower bound]). */
+static double link_ns(const sim_config_t *cfg, double in, double out)
+{
+    double a = in / cfg->h2d_gbps, b = out / cfg->d2h_gbps;
+    double f = cfg->both > 0.5 ? (2 * cfg->both - 1) / cfg->both : 0;
+    return a + b - f * (a < b ? a : b);
+}
+
+double sim_bound_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
+                    const char **which)
+{
+    double compute = (double)b->compute_ns;
+    double link = link_ns(cfg, (double)(b->in_chunks * chunk), (double)(b->out_chunks * chunk));
+    double vmm = (double)(b->in_chunks + b->out_chunks) * cfg->map_us * 1e3;
+    double lb = compute;
+    *which = "compute";
+    if (link > lb) {
+        lb = link;
+        *which = "link";
+    }
+    if (vmm > lb) {
+        lb = vmm;
+        *which = "vmm";
+    }
+    return lb;
+}

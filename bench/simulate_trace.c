@@ -1,0 +1,364 @@
+/*
+ * bench/simulate_trace.c — the simulator's trace format (version 1,
+ * docs/trace-format.md): reading a trace into a workload, and writing one.
+ *
+ * A trace's ids name live tensors and may be reused once freed; the reader
+ * maps each id to the tensor its last alloc made (an open-addressing table,
+ * linear probing, deletion by backward shift) and checks that every id it
+ * meets is live, or, for an alloc, not. Sizes take K/M/G/T suffixes
+ * (binary, base_parse_size).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "bench/simulate.h"
+
+/* Words for sim_phase_t ("" for none) and sim_mode_t. */
+static const char *const phase_word[] = {"", "fwd", "bwd", "opt"};
+static const char mode_letter[] = "rwo";
+
+/* ---- live ids --------------------------------------------------------------- */
+
+typedef struct idmap {
+    uint64_t *key;
+    uint32_t *val; /* SIM_NONE: empty slot */
+    size_t cap, n;
+} idmap_t;
+
+static size_t slot_of(uint64_t key, size_t cap)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return (size_t)key & (cap - 1);
+}
+
+static bool idmap_grow(idmap_t *m)
+{
+    size_t cap = m->cap ? 2 * m->cap : 1024;
+    uint64_t *key = calloc(cap, sizeof *key);
+    uint32_t *val = malloc(cap * sizeof *val);
+    if (key == NULL || val == NULL) {
+        free(key);
+        free(val);
+        return false;
+    }
+    memset(val, 0xff, cap * sizeof *val);
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->val[i] == SIM_NONE)
+            continue;
+        size_t s = slot_of(m->key[i], cap);
+        while (val[s] != SIM_NONE)
+            s = (s + 1) & (cap - 1);
+        key[s] = m->key[i];
+        val[s] = m->val[i];
+    }
+    free(m->key);
+    free(m->val);
+    m->key = key;
+    m->val = val;
+    m->cap = cap;
+    return true;
+}
+
+/* The slot that holds key, or the empty one where it would go. */
+static size_t idmap_find(const idmap_t *m, uint64_t key)
+{
+    size_t s = slot_of(key, m->cap);
+    while (m->val[s] != SIM_NONE && m->key[s] != key)
+        s = (s + 1) & (m->cap - 1);
+    return s;
+}
+
+static uint32_t idmap_get(const idmap_t *m, uint64_t key)
+{
+    return m->cap == 0 ? SIM_NONE : m->val[idmap_find(m, key)];
+}
+
+static bool idmap_put(idmap_t *m, uint64_t key, uint32_t val)
+{
+    if (2 * (m->n + 1) > m->cap && !idmap_grow(m))
+        return false;
+    size_t s = idmap_find(m, key);
+    m->key[s] = key;
+    m->val[s] = val;
+    m->n++;
+    return true;
+}
+
+static void idmap_del(idmap_t *m, uint64_t key)
+{
+    size_t hole = idmap_find(m, key), mask = m->cap - 1;
+    m->val[hole] = SIM_NONE;
+    m->n--;
+    for (size_t s = (hole + 1) & mask; m->val[s] != SIM_NONE; s = (s + 1) & mask) {
+        size_t home = slot_of(m->key[s], m->cap);
+        /* moves back unless its home lies cyclically in (hole, s] */
+        if (((s - home) & mask) >= ((s - hole) & mask)) {
+            m->key[hole] = m->key[s];
+            m->val[hole] = m->val[s];
+            m->val[s] = SIM_NONE;
+            hole = s;
+        }
+    }
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+typedef struct reader {
+    const char *path;
+    size_t line;
+    char *err;
+    size_t errlen;
+    sim_workload_t *w;
+    idmap_t ids;
+    char **tok; /* the words of the line */
+    size_t captok;
+    bool header, ops, chunk, device;
+} reader_t;
+
+static bool fail(reader_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool fail(reader_t *r, const char *fmt, ...)
+{
+    int n = snprintf(r->err, r->errlen, "%s:%zu: ", r->path, r->line);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n >= 0 && (size_t)n < r->errlen)
+        vsnprintf(r->err + n, r->errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (s == NULL || *s < '0' || *s > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_layer(reader_t *r, const char *s, int32_t *out)
+{
+    uint64_t v;
+    if (!parse_u64(s, &v) || v > INT32_MAX)
+        return fail(r, "a layer is a number from 0 to %d, not '%s'", INT32_MAX, s ? s : "");
+    *out = (int32_t)v;
+    return true;
+}
+
+/* The tensor a live id names, and the id. */
+static bool live_tensor(reader_t *r, const char *s, uint32_t *t, uint64_t *id)
+{
+    if (!parse_u64(s, id))
+        return fail(r, "an id is a non-negative integer, not '%s'", s);
+    *t = idmap_get(&r->ids, *id);
+    if (*t == SIM_NONE)
+        return fail(r, "id %llu is not live (never allocated, or freed)", (unsigned long long)*id);
+    return true;
+}
+
+/* "alloc <id> <bytes> [act <layer>]" */
+static bool read_alloc(reader_t *r, char **tok, int n)
+{
+    uint64_t id, bytes;
+    int32_t layer = -1;
+    if (n != 3 && !(n == 5 && strcmp(tok[3], "act") == 0))
+        return fail(r, "expected 'alloc <id> <bytes> [act <layer>]'");
+    if (!parse_u64(tok[1], &id))
+        return fail(r, "an id is a non-negative integer, not '%s'", tok[1]);
+    if (!base_parse_size(tok[2], &bytes) || bytes == 0)
+        return fail(r, "'%s' is not a size of at least one byte", tok[2]);
+    if (n == 5 && !parse_layer(r, tok[4], &layer))
+        return false;
+    if (idmap_get(&r->ids, id) != SIM_NONE)
+        return fail(r, "id %llu is already live", (unsigned long long)id);
+    if (!idmap_put(&r->ids, id, (uint32_t)r->w->ntensors))
+        return fail(r, "no host memory");
+    sim_alloc(r->w, bytes, n == 5, layer);
+    return true;
+}
+
+static bool read_free(reader_t *r, char **tok, int n)
+{
+    uint32_t t;
+    uint64_t id;
+    if (n != 2)
+        return fail(r, "expected 'free <id>'");
+    if (!live_tensor(r, tok[1], &t, &id))
+        return false;
+    idmap_del(&r->ids, id);
+    sim_free(r->w, t);
+    return true;
+}
+
+/* "kernel <compute_ns> [layer <l> fwd|bwd|opt] <id>:r|w|o ..." */
+static bool read_kernel(reader_t *r, char **tok, int n)
+{
+    uint64_t ns;
+    int32_t layer = -1;
+    sim_phase_t phase = SIM_PHASE_NONE;
+    int i = 2;
+    if (n < 2 || !parse_u64(tok[1], &ns))
+        return fail(r, "expected 'kernel <compute_ns> ...' with the time in whole ns");
+    if (n > 2 && strcmp(tok[2], "layer") == 0) {
+        if (n < 5 || !parse_layer(r, tok[3], &layer))
+            return n < 5 ? fail(r, "expected 'layer <l> fwd|bwd|opt'") : false;
+        for (int p = SIM_FWD; p <= SIM_OPT; p++)
+            phase = strcmp(tok[4], phase_word[p]) == 0 ? (sim_phase_t)p : phase;
+        if (phase == SIM_PHASE_NONE)
+            return fail(r, "a phase is fwd, bwd or opt, not '%s'", tok[4]);
+        i = 5;
+    }
+    sim_kernel(r->w, ns, layer, phase);
+    for (; i < n; i++) {
+        char *colon = strrchr(tok[i], ':');
+        const char *mode = colon != NULL && colon[1] != '\0' && colon[2] == '\0'
+                               ? strchr(mode_letter, colon[1])
+                               : NULL;
+        uint32_t t;
+        uint64_t id;
+        if (mode == NULL)
+            return fail(r, "an access is <id>:r, <id>:w or <id>:o, not '%s'", tok[i]);
+        *colon = '\0';
+        if (!live_tensor(r, tok[i], &t, &id))
+            return false;
+        sim_touch(r->w, t, (sim_mode_t)(mode - mode_letter));
+    }
+    return true;
+}
+
+/* "chunk <bytes>" and "device <bytes>", before any op. */
+static bool read_setting(reader_t *r, char **tok, int n)
+{
+    bool chunk = strcmp(tok[0], "chunk") == 0;
+    uint64_t v;
+    if (n != 2 || !base_parse_size(tok[1], &v) || v == 0)
+        return fail(r, "expected '%s <bytes>' with a size of at least one byte", tok[0]);
+    if (r->ops)
+        return fail(r, "'%s' must come before the first alloc, free, kernel or iteration", tok[0]);
+    if (chunk ? r->chunk : r->device)
+        return fail(r, "a second '%s' line", tok[0]);
+    if (chunk) {
+        r->chunk = true;
+        r->w->chunk_bytes = v;
+    } else {
+        r->device = true;
+        r->w->device_bytes = v;
+    }
+    return true;
+}
+
+static bool read_line(reader_t *r, char *line)
+{
+    char *hash = strchr(line, '#');
+    if (hash != NULL)
+        *hash = '\0';
+    char *save = NULL;
+    int n = 0;
+    for (char *t = strtok_r(line, " \t\r\n", &save); t != NULL;
+         t = strtok_r(NULL, " \t\r\n", &save)) {
+        if ((size_t)n == r->captok) {
+            size_t cap = r->captok ? 2 * r->captok : 64;
+            char **tok = realloc(r->tok, cap * sizeof *tok);
+            if (tok == NULL)
+                return fail(r, "no host memory");
+            r->tok = tok;
+            r->captok = cap;
+        }
+        r->tok[n++] = t;
+    }
+    char **tok = r->tok;
+    if (n == 0)
+        return true;
+    if (!r->header) {
+        if (n != 2 || strcmp(tok[0], "lms-trace") != 0)
+            return fail(r, "a trace starts with 'lms-trace 1'");
+        if (strcmp(tok[1], "1") != 0)
+            return fail(r, "trace format version %s; this simulator reads version 1", tok[1]);
+        r->header = true;
+        return true;
+    }
+    if (strcmp(tok[0], "chunk") == 0 || strcmp(tok[0], "device") == 0)
+        return read_setting(r, tok, n);
+    r->ops = true;
+    if (strcmp(tok[0], "alloc") == 0)
+        return read_alloc(r, tok, n);
+    if (strcmp(tok[0], "free") == 0)
+        return read_free(r, tok, n);
+    if (strcmp(tok[0], "kernel") == 0)
+        return read_kernel(r, tok, n);
+    if (strcmp(tok[0], "iteration") == 0) {
+        if (n != 1)
+            return fail(r, "expected 'iteration' alone");
+        sim_iteration(r->w);
+        return true;
+    }
+    return fail(r, "unknown line '%s': expected alloc, free, kernel, iteration, chunk or device",
+                tok[0]);
+}
+
+bool sim_trace_read(FILE *f, const char *path, sim_workload_t *w, char *err, size_t errlen)
+{
+    reader_t r = {.path = path, .err = err, .errlen = errlen, .w = w};
+    char *line = NULL;
+    size_t cap = 0;
+    bool ok = true;
+    while (ok && getline(&line, &cap, f) >= 0) {
+        r.line++;
+        ok = read_line(&r, line);
+    }
+    if (ok && ferror(f))
+        ok = fail(&r, "read error: %s", strerror(errno));
+    else if (ok && !r.header)
+        ok = fail(&r, "empty: a trace starts with 'lms-trace 1'");
+    free(line);
+    free(r.tok);
+    free(r.ids.key);
+    free(r.ids.val);
+    return ok;
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+void sim_trace_write(FILE *f, const sim_workload_t *w, uint64_t device_bytes)
+{
+    fprintf(f, "lms-trace 1\n# %s, written by bench/simulate --dump-trace\nchunk %llu\n", w->name,
+            (unsigned long long)w->chunk_bytes);
+    if (device_bytes != 0)
+        fprintf(f, "device %llu\n", (unsigned long long)device_bytes);
+    for (size_t j = 0; j < w->nops; j++) {
+        const sim_op_t *op = &w->ops[j];
+        const sim_tensor_t *t = op->tensor != SIM_NONE ? &w->tensors[op->tensor] : NULL;
+        switch (op->kind) {
+        case SIM_ALLOC:
+            fprintf(f, "alloc %u %llu", op->tensor, (unsigned long long)t->bytes);
+            if (t->act)
+                fprintf(f, " act %d", t->layer);
+            fputc('\n', f);
+            break;
+        case SIM_FREE:
+            fprintf(f, "free %u\n", op->tensor);
+            break;
+        case SIM_KERNEL:
+            fprintf(f, "kernel %llu", (unsigned long long)op->ns);
+            if (op->layer >= 0)
+                fprintf(f, " layer %d %s", op->layer, phase_word[op->phase]);
+            for (uint32_t i = op->acc; i < op->acc + op->nacc; i++)
+                fprintf(f, " %u:%c", w->acc[i].tensor, mode_letter[w->acc[i].mode]);
+            fputc('\n', f);
+            break;
+        case SIM_ITERATION:
+            fputs("iteration\n", f);
+            break;
+        }
+    }
+}
