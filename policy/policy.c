@@ -128,6 +128,7 @@ struct policy {
     size_t pos;
     uint64_t iterations, found;
     uint64_t *last, clock;
+    uint64_t version; /* policy_version */
     uint64_t missbits; /* the last POLICY_WINDOW events, 1 = missed */
     uint64_t hits, misses, fallbacks;
     bool following;
@@ -244,6 +245,7 @@ static lms_status_t commit(policy_t *p, size_t from)
 
 lms_status_t policy_mark_iteration(policy_t *p)
 {
+    p->version++;
     if (p->lru_only)
         return LMS_OK;
     p->manual = true;
@@ -254,6 +256,8 @@ lms_status_t policy_mark_iteration(policy_t *p)
 bool policy_has_schedule(const policy_t *p) { return p->start != NULL; }
 
 bool policy_following(const policy_t *p) { return p->following; }
+
+uint64_t policy_version(const policy_t *p) { return p->version; }
 
 static void note_match(policy_t *p, bool hit)
 {
@@ -345,6 +349,7 @@ lms_status_t policy_access(policy_t *p, size_t first, size_t n, policy_kind_t ki
                          "the %zu chunks", first, n, p->nchunks);
     if (kind != POLICY_USE && kind != POLICY_OVERWRITE && kind != POLICY_FREE)
         return base_fail(LMS_ERR_INVALID, "policy_access: %d is not a kind", (int)kind);
+    p->version++;
     if (p->lru_only) { /* recency is all it keeps */
         p->clock++;
         for (size_t c = first; c < first + n; c++)

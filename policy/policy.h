@@ -75,6 +75,10 @@ lms_status_t policy_access(policy_t *p, size_t first, size_t n, policy_kind_t ki
  * kept, if the host has no memory for the new schedule. */
 lms_status_t policy_mark_iteration(policy_t *p);
 
+/* Changes whenever an answer of policy_evict_key may have: at each event and
+ * each mark. For a caller that keeps a ranking. */
+uint64_t policy_version(const policy_t *p);
+
 /* Whether there is a schedule, and whether eviction follows it now. */
 bool policy_has_schedule(const policy_t *p);
 bool policy_following(const policy_t *p);

@@ -123,8 +123,8 @@ typedef struct state {
     struct ranked *ranked;        /* scratch: victims ranked (residency.c) */
     policy_fetch_t *ahead;        /* scratch: what to prefetch */
     uint32_t *fetch_list;         /* scratch: the same, sorted */
-    size_t ranked_n;              /* ranked, while ranked_for == accesses */
-    uint32_t ranked_for;
+    size_t ranked_n;              /* ranked, while ranked_for == policy_version */
+    uint64_t ranked_for;
     uint64_t host_entries;        /* times a chunk went to the host */
     uint64_t walk_host_entries;   /* ... when prefetch last looked ahead, */
     size_t walk_pos;              /* from where, */

@@ -625,6 +625,7 @@ static lms_status_t evict_run(size_t first, size_t *np)
     for (size_t c = first; c < first + n; c++) {
         chunk_t *k = &S->ch[c];
         lru_remove(c);
+        k->prefetched = false;
         if (!clean)
             S->host_chunks++;
         k->state = EVICTING;
@@ -678,12 +679,12 @@ static int cmp_ranked(const void *a, const void *b)
 }
 
 /* The evictable chunks, in the order policy/ would evict them, into
- * S->ranked; how many. A ranking is kept until an access is reported: until
- * then the keys move together (evict_ranked skips what is no longer
- * evictable), and a burst of evictions ranks once. */
+ * S->ranked; how many. A ranking is kept while policy/'s answers stay the
+ * same (policy_version: until the next event or mark), so that a burst of
+ * evictions ranks once; evict_ranked skips what is no longer evictable. */
 static size_t rank_victims(void)
 {
-    if (S->ranked_for == S->accesses && S->ranked_n > 0)
+    if (S->ranked_for == policy_version(S->policy) && S->ranked_n > 0)
         return S->ranked_n;
     size_t n = 0;
     for (uint32_t c = S->lru_head; c != NO_CHUNK && n < RANKED_MAX; c = S->ch[c].lru_next)
@@ -692,7 +693,7 @@ static size_t rank_victims(void)
             n++;
         }
     qsort(S->ranked, n, sizeof *S->ranked, cmp_ranked);
-    S->ranked_for = S->accesses;
+    S->ranked_for = policy_version(S->policy);
     S->ranked_n = n;
     return n;
 }
@@ -701,16 +702,18 @@ static bool by_schedule(void) { return S->policy != NULL && policy_following(S->
 
 /* Starts evicting about `want` chunks of the n ranked ones, best first
  * (neighbours go along when the schedule would evict them as soon: the
- * `want`-th victim's rank or better). The number started; *st says why an
- * eviction failed. */
-static size_t evict_ranked(size_t n, size_t want, lms_status_t *st)
+ * `want`-th victim's rank or better), but not, when ahead (evicting ahead
+ * of need: the reclaim thread), chunks fetched ahead and not yet used: a
+ * prefetch and a reclaim must not take turns on a chunk. The number
+ * started; *st says why an eviction failed. */
+static size_t evict_ranked(size_t n, size_t want, bool ahead, lms_status_t *st)
 {
     size_t started = 0;
     *st = LMS_OK;
     uint64_t min_key = n == 0 || want == 0 ? 0 : S->ranked[(want < n ? want : n) - 1].key;
     for (size_t i = 0; i < n && started < want; i++) {
         size_t c = S->ranked[i].chunk, first, run;
-        if (!evictable(c)) /* it went with an earlier run */
+        if (!evictable(c) || (ahead && S->ch[c].prefetched)) /* gone with an earlier run */
             continue;
         run_around(c, want - started, min_key > 0 ? min_key : 1, &first, &run);
         if ((*st = evict_run(first, &run)) != LMS_OK)
@@ -721,17 +724,18 @@ static size_t evict_ranked(size_t n, size_t want, lms_status_t *st)
 }
 
 /* Starts evicting about `want` chunks: the ones the schedule uses furthest
- * ahead while it is followed, else the least recently used. The number
- * started, 0 if nothing is evictable; *st says why an eviction failed. */
-static size_t evict_some(size_t want, lms_status_t *st)
+ * ahead while it is followed (with `ahead`, not those fetched ahead and
+ * unused), else the least recently used. The number started, 0 if nothing
+ * is evictable; *st says why an eviction failed. */
+static size_t evict_some(size_t want, bool ahead, lms_status_t *st)
 {
     size_t started = 0;
     *st = LMS_OK;
     if (by_schedule()) {
-        started = evict_ranked(rank_victims(), want, st);
+        started = evict_ranked(rank_victims(), want, ahead, st);
         if (started < want && *st == LMS_OK) { /* what became evictable since the ranking */
             S->ranked_n = 0;
-            started += evict_ranked(rank_victims(), want - started, st);
+            started += evict_ranked(rank_victims(), want - started, ahead, st);
         }
         return started;
     }
@@ -779,7 +783,7 @@ static void *reclaim_main(void *arg)
         size_t have = free_blocks() + S->evicting;
         if (have < reclaim_low()) {
             lms_status_t st;
-            evict_some(reclaim_high() - have, &st);
+            evict_some(reclaim_high() - have, true, &st);
             if (st != LMS_OK)
                 base_log(BASE_LOG_DEBUG, "lms reclaim: %s", lms_last_error());
         }
@@ -1146,7 +1150,7 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
         size_t want = need - have, started = 0;
         lms_status_t est = LMS_OK;
         if (S->evicting < want)
-            started = evict_some(want - S->evicting, &est);
+            started = evict_some(want - S->evicting, false, &est);
         /* a copy in flight frees a block, or leaves a chunk evictable (a
          * fetched one, or one touched while it was being evicted) */
         if (started > 0 || S->xfers[0] != NULL || S->xfers[1] != NULL) {
@@ -1435,7 +1439,7 @@ static void prefetch(void)
         evict = r + 1 > evict ? r + 1 : evict;
     }
     if (evict > 0) /* ranked[0 .. evict): MIN's, for these and the demands before them */
-        evict_ranked(m, evict, &st);
+        evict_ranked(m, evict, true, &st);
     size_t now = ok < n ? ok : n;
     now = now < unmapped_blocks() ? now : unmapped_blocks(); /* the rest once evicted */
     if (now > 0) {
