@@ -661,7 +661,7 @@ static void run_around(size_t v, size_t want, uint64_t min_key, size_t *first, s
 
 /* ---- victims by the schedule (Note [Prefetch]) ------------------------------ */
 
-#define RANKED_MAX 8192 /* candidates looked at, from the least recently used on */
+#define RANKED_MAX 8192 /* candidates looked at (rank_victims) */
 #define PREFETCH_WALK 4096 /* events a prefetch looks ahead at most */
 
 typedef struct ranked {
@@ -679,16 +679,19 @@ static int cmp_ranked(const void *a, const void *b)
 }
 
 /* The evictable chunks, in the order policy/ would evict them, into
- * S->ranked; how many. A ranking is kept while policy/'s answers stay the
- * same (policy_version: until the next event or mark), so that a burst of
+ * S->ranked; how many. At most RANKED_MAX are looked at, taken evenly along
+ * the whole LRU list: under the schedule the least recently used are often
+ * the ones needed soonest (a loop), so the list's end alone is a biased
+ * sample. A ranking is kept while policy/'s answers stay the same
+ * (policy_version: until the next event or mark), so that a burst of
  * evictions ranks once; evict_ranked skips what is no longer evictable. */
 static size_t rank_victims(void)
 {
     if (S->ranked_for == policy_version(S->policy) && S->ranked_n > 0)
         return S->ranked_n;
-    size_t n = 0;
+    size_t n = 0, seen = 0, stride = S->resident / RANKED_MAX + 1;
     for (uint32_t c = S->lru_head; c != NO_CHUNK && n < RANKED_MAX; c = S->ch[c].lru_next)
-        if (evictable(c)) {
+        if (evictable(c) && seen++ % stride == 0) {
             S->ranked[n] = (ranked_t){policy_evict_key(S->policy, c), (uint32_t)n, c};
             n++;
         }
