@@ -97,16 +97,17 @@
  *     not lose data (Note [Dead data] in policy.c).
  *   - after each access, what the next accesses read is fetched ahead
  *     (policy_prefetch: in order of use, just in time for the H2D link's
- *     rate): into free blocks past the low watermark, as long as MIN would
- *     not give them to other events first, and for the rest in place of
- *     chunks MIN would evict for them, which are evicted now so that a
- *     later call finds their blocks free (Note [Prefetch without harm]).
- *     At most a piece per call, so that an access pays little host time.
- * While following, the reclaim thread keeps free only what the events
- * ahead need (policy_prefetch's blocks_ahead: overwrites, chunks with no
- * data, and the fetches, less what frees give back), not the watermarks:
- * more free blocks only make the device smaller (in the trace simulator,
- * GPT at 1.25x moved 20% more with the watermarks).
+ *     rate): into free blocks (or those on their way) that new data ahead
+ *     of them does not need first, and for the rest in place of chunks MIN
+ *     would evict for them, which are evicted now so that a later call
+ *     finds their blocks free (Note [Prefetch without harm]). At most a
+ *     piece per call, so that an access pays little host time.
+ * While following, the reclaim thread keeps free only what new data ahead
+ * needs (policy_prefetch's blocks_ahead: overwrites and chunks with no
+ * data, less what frees give back), not the watermarks: more free blocks
+ * only make the device smaller (in the trace simulator, GPT at 1.25x moved
+ * 20% more with the watermarks). It never evicts a chunk fetched ahead and
+ * not yet used: prefetch and reclaim must not take turns on one.
  * The link's rate is learnt from the copies: bytes finished over the time
  * the H2D stream was seen busy (an underestimate, which makes prefetch start
  * earlier, not later).
@@ -460,6 +461,8 @@ static void settle(size_t first, size_t n, xfer_t *x)
  * over the time since the last look while the stream was busy. */
 static void h2d_seen(size_t chunks)
 {
+    if (!S->h2d_was_busy && S->xfers[0] == NULL)
+        return; /* idle, and was: no clock needed */
     uint64_t now = base_now_ns();
     if (S->h2d_was_busy && S->h2d_seen_ns != 0) {
         S->h2d_busy_ns += now - S->h2d_seen_ns;
@@ -1372,8 +1375,10 @@ static void mark_needs(const lms_range_t *r, size_t n, int pin, bool all_data)
  * data), an event per run of consecutive chunks of one kind. */
 static void report_access(const uint32_t *u, size_t n)
 {
+    if (S->policy == NULL)
+        return;
     uint64_t now = base_now_ns();
-    for (size_t i = 0; i < n && S->policy != NULL;) {
+    for (size_t i = 0; i < n;) {
         bool use = S->ch[u[i]].acc & NEED_DATA;
         size_t j = i + 1;
         while (j < n && u[j] == u[j - 1] + 1 && (bool)(S->ch[u[j]].acc & NEED_DATA) == use)
@@ -1398,11 +1403,13 @@ static policy_need_t chunk_need(void *arg, uint32_t c)
     return k->state == HOST && !k->free ? POLICY_ON_HOST : POLICY_NO_DATA;
 }
 
-/* Fetches ahead what the schedule reads next, at most a piece. Free blocks
- * beyond the reclaim thread's low watermark are taken as they are; past
- * them, each fetch needs a victim the schedule allows (Note [Prefetch
- * without harm] in policy.c): the reclaim thread would evict to refill
- * them. Nothing waits for a prefetch, so a failure is only logged. */
+/* Fetches ahead what the schedule reads next, at most a piece, as
+ * policy_prefetch says: a fetch takes a free block (or one on its way) if
+ * the new data and fetches before it leave one (blocks_before), else the
+ * block of the ranked victim that many further down, if MIN would evict it
+ * (evict_after; Note [Prefetch without harm] in policy.c). Those victims
+ * are evicted now; their fetches wait for a later call. Nothing waits for
+ * a prefetch, so a failure is only logged. */
 static void prefetch(void)
 {
     if (!by_schedule() || S->host == NULL)
@@ -1424,9 +1431,6 @@ static void prefetch(void)
     S->walk_found_none = n == 0;
     S->walk_host_entries = S->host_entries;
     S->walk_pos = u.position;
-    /* free blocks go to new data and earlier fetches first (blocks_before);
-     * past them, ranked victims, in the same order */
-    /* blocks_before counts what new data needs before each fetch */
     size_t spare = free_blocks() + S->evicting;
     size_t ok = 0, evict = 0, m = 0;
     lms_status_t st = LMS_OK;
