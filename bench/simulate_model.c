@@ -48,12 +48,15 @@
  *             else the block of the ranked victim blocks_before - spare
  *             down, if its evict key is above the fetch's evict_after
  *             (policy.h, Note [Prefetch without harm]), else the rest wait
- *             for the next call.
+ *             for the next call. It is told the spare blocks and the bytes
+ *             on their way to the device, for the fetches past the horizon
+ *             (into free blocks only: Note [Prefetch horizon]).
  *   reclaim   for schedule and lru, as swap/'s reclaim thread: while free
  *             blocks and those on their way out are below a low watermark,
  *             victims are evicted up to a high one; the capacity / 32 and
  *             / 16, or, while the schedule is followed, policy_prefetch's
- *             blocks_ahead (what new data ahead needs) for both.
+ *             blocks_ahead (what new data ahead needs) for both, and then
+ *             not chunks fetched ahead and not yet used.
  *   lru       policy_create with .lru: the same reports, no prefetch.
  *   vdnn      vDNN (Rhu et al., MICRO 2016), the baseline: in forward each
  *             activation is offloaded (a D2H, then its block freed) right
@@ -92,6 +95,7 @@ typedef struct chunk {
     bool discard;     /* freed while a copy or map was in flight: drop its result */
     bool queued;      /* on the host, waiting for a block to be prefetched into */
     bool dirty;       /* the host has no copy of its current data */
+    bool ahead;       /* prefetched and not yet used */
     uint32_t version; /* of its data (0: none yet); each w/o makes a new one */
     uint32_t dev_version, host_version; /* what the block and the host copy hold */
     uint32_t cand;                      /* index in the candidate set, SIM_NONE: not evictable */
@@ -305,6 +309,7 @@ static void evict(model_t *s, uint32_t c)
     chunk_t *k = &s->c[c];
     invariant(k->state == RESIDENT && k->pins == 0, s, c, "evicting a chunk in use");
     k->state = EVICTING;
+    k->ahead = false;
     update_cand(s, c);
     s->evicting++;
     s->cur.evictions++;
@@ -403,6 +408,7 @@ static void do_free(model_t *s, const sim_tensor_t *t)
     for (uint32_t c = t->first; c < t->first + t->nchunks; c++) {
         chunk_t *k = &s->c[c];
         k->live = false;
+        k->ahead = false;
         set_queued(s, c, false);
         k->version = 0;
         if (k->state == HOST)
@@ -507,6 +513,7 @@ static void start_kernel(model_t *s)
         for (uint32_t c = t->first; c < t->first + t->nchunks; c++) {
             chunk_t *k = &s->c[c];
             invariant(k->state == RESIDENT && k->pins > 0, s, c, "a kernel ran without it");
+            k->ahead = false;
             invariant(a->mode == SIM_OVERWRITE || k->version == 0 || k->dev_version == k->version,
                       s, c, "a kernel read stale data");
             if (a->mode != SIM_READ) {
@@ -580,6 +587,7 @@ static void serve_queue(model_t *s)
 /* Prefetches chunk c into a spare block, or queues it behind an eviction. */
 static void prefetch_one(model_t *s, uint32_t c, uint32_t v)
 {
+    s->c[c].ahead = true;
     if (v == SIM_NONE) {
         take_block(s, c, true);
         s->cur.prefetched++;
@@ -627,11 +635,14 @@ static void schedule_prefetch(model_t *s)
 {
     if (!policy_following(s->p))
         return;
-    policy_link_t link = {.bytes_per_ns = s->h2d.rate, .chunk_bytes = s->chunk};
-    size_t n = policy_prefetch(s->p, &link, chunk_need, s, s->fetch, MAX_FETCH, &s->blocks_ahead);
     /* as swap/ counts them: evictions on their way included (blocks_before
      * counts what new data needs before each fetch) */
     int64_t spare0 = (int64_t)spare(s) + s->evicting;
+    policy_link_t link = {.bytes_per_ns = s->h2d.rate,
+                          .chunk_bytes = s->chunk,
+                          .free_blocks = (size_t)spare0,
+                          .queued_bytes = s->h2d_pending};
+    size_t n = policy_prefetch(s->p, &link, chunk_need, s, s->fetch, MAX_FETCH, &s->blocks_ahead);
     size_t m = SIZE_MAX;
     for (size_t i = 0; i < n; i++) {
         uint32_t c = s->fetch[i].chunk;
@@ -704,6 +715,15 @@ static void reclaim(model_t *s)
         high = s->capacity / 16 > low ? s->capacity / 16 : low + 1;
     if (s->pol == SIM_VDNN || s->free_blocks + s->evicting >= low)
         return;
+    if (s->pol == SIM_SCHEDULE && policy_following(s->p)) {
+        /* by rank, but not chunks fetched ahead and not yet used: a
+         * prefetch and the reclaim thread must not take turns on them */
+        size_t m = rank(s);
+        for (size_t i = 0; i < m && s->free_blocks + s->evicting < high; i++)
+            if (!s->c[s->ranked[2 * i + 1]].ahead)
+                evict(s, (uint32_t)s->ranked[2 * i + 1]);
+        return;
+    }
     while (s->free_blocks + s->evicting < high && s->ncand > 0)
         evict(s, victim(s));
 }

@@ -107,6 +107,10 @@ typedef struct policy_link {
     double bytes_per_ns;  /* 0: unknown, no time bound */
     size_t chunk_bytes;
     size_t max_events;    /* events looked ahead at most; 0: an iteration */
+    size_t free_blocks;   /* blocks free now (or on their way): past the
+                             horizon, fetches into these only (Note [Prefetch
+                             horizon]); 0: none past it */
+    size_t queued_bytes;  /* on their way to the device now */
 } policy_link_t;
 
 /* What a chunk is, as far as its next event is concerned (policy_prefetch
@@ -136,7 +140,12 @@ typedef struct policy_fetch {
  * following. A chunk is taken only while its use is close enough that
  * fetching it now is not early: while the time until it is at most twice
  * what the link needs for it and those taken before it, plus twice the
- * mean time of an event (Note [Prefetch horizon]). Returns
+ * mean time of an event (Note [Prefetch horizon]). Past that, with
+ * link->free_blocks, it goes on while the link's queue
+ * (link->queued_bytes and the chunks taken) is under two event times,
+ * taking chunks for free blocks only (evict_after UINT64_MAX) while the
+ * chunks taken and the most new data needs before each leave one of
+ * link->free_blocks free (blocks_before counts both). Returns
  * how many it put in out. The caller, with `spare` free blocks and the
  * evictable chunks ranked by policy_evict_key (highest first), fetches
  * them in order: fetch i into a free block if blocks_before < spare, else

@@ -111,6 +111,7 @@ typedef struct state {
     dev_stream_t *h2d, *d2h;     /* the copy streams */
     xfer_t *xfers[2], *xfers_tail[2]; /* in flight: [0] h2d, [1] d2h */
     size_t evicting;              /* chunks EVICTING */
+    size_t h2d_queued;            /* chunks in the H2D copies in flight */
     hostpool_t *host;
     uint32_t stamp;
     uint32_t accesses;            /* resid_back calls: each one's id */
@@ -128,7 +129,8 @@ typedef struct state {
     uint64_t host_entries;        /* times a chunk went to the host */
     uint64_t walk_host_entries;   /* ... when prefetch last looked ahead, */
     size_t walk_pos;              /* from where, */
-    bool walk_found_none;         /* and found nothing to fetch */
+    bool walk_found_none;         /* and found nothing to fetch, */
+    size_t walk_spare, walk_queued; /* with these blocks free and chunks on the link */
     size_t blocks_ahead;          /* what the events ahead need (reclaim_low) */
     uint64_t h2d_seen_ns;         /* the H2D link's rate, learnt (Note [Prefetch]) */
     uint64_t h2d_busy_ns, h2d_busy_bytes;

@@ -100,8 +100,12 @@
  *     rate): into free blocks (or those on their way) that new data ahead
  *     of them does not need first, and for the rest in place of chunks MIN
  *     would evict for them, which are evicted now so that a later call
- *     finds their blocks free (Note [Prefetch without harm]). At most a
- *     piece per call, so that an access pays little host time.
+ *     finds their blocks free (Note [Prefetch without harm]). Further
+ *     ahead, while the H2D link would otherwise idle, into free blocks
+ *     nothing before needs (Note [Prefetch horizon]). At most a piece per
+ *     call, so that an access pays little host time; a walk that found
+ *     nothing is not repeated until the position, the host's chunks, the
+ *     free blocks or the link's queue say something may have changed.
  * While following, the reclaim thread keeps free only what new data ahead
  * needs (policy_prefetch's blocks_ahead: overwrites and chunks with no
  * data, less what frees give back), not the watermarks: more free blocks
@@ -391,6 +395,8 @@ static void xfer_start(xfer_t *x, size_t first, size_t n, bool d2h)
     else
         S->xfers[dir] = x;
     S->xfers_tail[dir] = x;
+    if (!d2h)
+        S->h2d_queued += n;
     x->fenced = dev_event_record(S->dev, x->event, xfer_stream(x)) == LMS_OK;
     if (!x->fenced)
         base_log(BASE_LOG_DEBUG, "lms: a copy's event is recorded later: %s", lms_last_error());
@@ -524,8 +530,10 @@ static lms_status_t progress_upto(size_t most)
             S->xfers[dir] = x->next;
             if (S->xfers[dir] == NULL)
                 S->xfers_tail[dir] = NULL;
-            if (dir == 0)
+            if (dir == 0) {
                 fetched += x->n;
+                S->h2d_queued -= x->n;
+            }
             complete(x);
         }
     h2d_seen(fetched);
@@ -1419,19 +1427,24 @@ static void prefetch(void)
     policy_usage_t u;
     policy_usage(S->policy, &u);
     size_t moved = (u.position + u.schedule_events - S->walk_pos) % u.schedule_events;
+    size_t spare = free_blocks() + S->evicting;
     if (S->walk_found_none && S->host_entries == S->walk_host_entries &&
-        (u.schedule_events <= PREFETCH_WALK || moved < PREFETCH_WALK / 2))
+        (u.schedule_events <= PREFETCH_WALK || moved < PREFETCH_WALK / 2) &&
+        spare <= S->walk_spare && S->h2d_queued >= S->walk_queued)
         return;
     policy_link_t link = {.bytes_per_ns = h2d_bytes_per_ns(),
                           .chunk_bytes = S->chunk,
-                          .max_events = PREFETCH_WALK};
+                          .max_events = PREFETCH_WALK,
+                          .free_blocks = spare,
+                          .queued_bytes = S->h2d_queued * S->chunk};
     int64_t ahead;
     size_t n = policy_prefetch(S->policy, &link, chunk_need, NULL, S->ahead, S->piece, &ahead);
     S->blocks_ahead = ahead > 0 ? (size_t)ahead : 0;
     S->walk_found_none = n == 0;
     S->walk_host_entries = S->host_entries;
     S->walk_pos = u.position;
-    size_t spare = free_blocks() + S->evicting;
+    S->walk_spare = spare;
+    S->walk_queued = S->h2d_queued;
     size_t ok = 0, evict = 0, m = 0;
     lms_status_t st = LMS_OK;
     for (; ok < n; ok++) {

@@ -522,3 +522,45 @@ Test(policy, blocks_before_counts_what_the_events_before_take_and_their_frees_gi
     cr_assert_eq(f[0].chunk, E);
     cr_assert_eq(f[0].blocks_before, 1, "D's block is needed before the frees: the peak counts");
 }
+
+static policy_need_t bc_resident_d_new_rest_on_host(void *arg, uint32_t chunk)
+{
+    (void)arg;
+    return chunk == B || chunk == C ? POLICY_HAS : chunk == D ? POLICY_NO_DATA : POLICY_ON_HOST;
+}
+
+Test(policy, past_the_horizon_it_fetches_into_free_blocks_while_the_link_would_idle)
+{
+    /* an event each 10 ns: A read, D (new) written, B and C freed, E and F read */
+    enum { F = 6 };
+    const uint32_t seq[][2] = {{A, POLICY_USE},  {D, POLICY_OVERWRITE}, {B, POLICY_FREE},
+                               {C, POLICY_FREE}, {E, POLICY_USE},       {F, POLICY_USE}};
+    for (int i = 0; i < 6; i++)
+        TEST_OK(policy_access(p, seq[i][0], 1, (policy_kind_t)seq[i][1], 10 * (uint64_t)i));
+    TEST_OK(policy_mark_iteration(p));
+    /* 1 ns a chunk: the horizon is 2 x 2 ns + 2 x 10 ns, past D and B */
+    policy_link_t link = {.bytes_per_ns = 100, .chunk_bytes = 100};
+    policy_fetch_t f[8];
+    int64_t ahead = -1;
+    cr_assert_eq(policy_prefetch(p, &link, bc_resident_d_new_rest_on_host, NULL, f, 8, &ahead), 1,
+                 "no free blocks given: just in time only");
+    cr_assert(f[0].chunk == A && f[0].evict_after != UINT64_MAX);
+    link.free_blocks = 8;
+    cr_assert_eq(policy_prefetch(p, &link, bc_resident_d_new_rest_on_host, NULL, f, 8, &ahead), 3);
+    cr_assert(f[1].chunk == E && f[2].chunk == F);
+    cr_assert(f[1].evict_after == UINT64_MAX && f[2].evict_after == UINT64_MAX,
+              "past the horizon: into free blocks only");
+    cr_assert_eq(f[1].blocks_before, 2, "A's fetch and D's new data");
+    cr_assert_eq(f[2].blocks_before, 3,
+                 "E's block too: taken now, it is held before the frees give theirs back");
+    cr_assert_eq(ahead, 1, "what new data needs within the horizon only: D");
+    link.free_blocks = 4; /* A, D and E take 3: one stays free */
+    cr_assert_eq(policy_prefetch(p, &link, bc_resident_d_new_rest_on_host, NULL, f, 8, &ahead), 2);
+    cr_assert_eq(f[1].chunk, E);
+    link.free_blocks = 8;
+    link.queued_bytes = 2000; /* 20 ns of copies queued, and A's: more than two events' time */
+    cr_assert_eq(policy_prefetch(p, &link, bc_resident_d_new_rest_on_host, NULL, f, 8, &ahead), 1,
+                 "a busy link gets nothing past the horizon");
+    link.queued_bytes = 1900; /* with A's, 20 ns: room for E, not F */
+    cr_assert_eq(policy_prefetch(p, &link, bc_resident_d_new_rest_on_host, NULL, f, 8, &ahead), 2);
+}
