@@ -87,6 +87,11 @@ LMS_API lms_status_t lms_free(void *ptr, lms_stream_t stream);
  * ptr is in no live allocation. */
 LMS_API lms_status_t lms_allocation_of(const void *ptr, void **base, size_t *size);
 
+/* The device address range lms reserved (LMS_VA_RESERVE): every pointer lms
+ * hands out lies in [*base, *base + *bytes), and nothing else does.
+ * Initializes lms if it is not yet. */
+LMS_API lms_status_t lms_reserved_range(void **base, size_t *bytes);
+
 /* Device memory as lms accounts it: total is the device limit
  * (LMS_DEVICE_LIMIT); free is what can still be allocated (device plus host
  * room not yet taken by allocations), at most total. */

@@ -744,6 +744,20 @@ lms_status_t lms_allocation_of(const void *ptr, void **base, size_t *size)
     return st;
 }
 
+lms_status_t lms_reserved_range(void **base, size_t *bytes)
+{
+    if (base == NULL || bytes == NULL)
+        return base_fail(LMS_ERR_INVALID, "lms_reserved_range: NULL output");
+    enter();
+    lms_status_t st = ensure();
+    if (st == LMS_OK) {
+        *base = (void *)(uintptr_t)S->base;
+        *bytes = S->va_size;
+    }
+    leave();
+    return st;
+}
+
 lms_status_t lms_memory_info(size_t *free_bytes, size_t *total_bytes)
 {
     if (free_bytes == NULL || total_bytes == NULL)

@@ -101,6 +101,21 @@ Test(lms, size_zero_and_null_behave_like_cuda)
     TEST_FAILS(LMS_ERR_INVALID, lms_malloc(NULL, 8, NULL));
 }
 
+Test(lms, every_pointer_lies_in_the_reserved_range)
+{
+    void *base = NULL;
+    size_t bytes = 0;
+    TEST_FAILS(LMS_ERR_INVALID, lms_reserved_range(NULL, &bytes));
+    TEST_FAILS(LMS_ERR_INVALID, lms_reserved_range(&base, NULL));
+    TEST_OK(lms_reserved_range(&base, &bytes));
+    cr_assert(base != NULL && bytes >= LIMIT_CHUNKS * chunk);
+    char *lo = base, *small = must_malloc(64, NULL), *large = must_malloc(3 * chunk, NULL);
+    cr_assert(small >= lo && small + 64 <= lo + bytes);
+    cr_assert(large >= lo && large + 3 * chunk <= lo + bytes);
+    TEST_OK(lms_free(small, NULL));
+    TEST_OK(lms_free(large, NULL));
+}
+
 Test(lms, the_device_limit_is_respected_exactly)
 {
     size_t free_b, total;
