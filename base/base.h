@@ -87,7 +87,9 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "bytes a swap remaps and copies as one step, overlapping the next; 0 = 16 MiB")      \
     X(policy, choice, "schedule", "schedule|lru",                                            \
       "eviction: by the learnt iteration schedule (Belady, with prefetch), or LRU only")  \
-    X(stats, int, "0", NULL, "1: print lms_stats() on stderr at exit")
+    X(stats, int, "0", NULL, "1: print lms_stats() on stderr at exit")                     \
+    X(enable, int, "1", NULL,                                                                \
+      "0: the CUDA calls liblms.so interposes go straight to CUDA, as with no preload")
 
 #define BASE_OPTION_CTYPE_size uint64_t
 #define BASE_OPTION_CTYPE_double double

@@ -1,0 +1,192 @@
+/*
+ * interpose/interpose.c — the CUDA entry points liblms.so exports in place
+ * of libcudart's and libcuda's, for LD_PRELOAD=liblms.so under a program
+ * that was not written for lms (DESIGN.md: interpose/). Each translates the
+ * call into lms.h calls; nothing here decides anything.
+ *
+ * Which entry points: interpose/hooks.h, the one list. For each, the wrapper
+ * below calls hook_<name> when lms is enabled (LMS_ENABLE, default 1), else
+ * the real function: the next definition of the symbol after liblms.so in
+ * the process's lookup order (dlsym(RTLD_NEXT)), found on first use. With
+ * LMS_ENABLE=0 every wrapper is that call and nothing else: the process
+ * behaves as with no preload.
+ *
+ * Note [What the hooks cover so far]
+ * Allocation, free and memory info, runtime and driver: cudaMalloc,
+ * cudaFree, cudaMemGetInfo, cuMemAlloc_v2, cuMemFree_v2, cuMemGetInfo_v2.
+ * Memory info reports lms's budget (lms_memory_info), so LMS_DEVICE_LIMIT is
+ * the device size a framework sees. A pointer lms did not hand out (memory
+ * the program allocated before lms was enabled, or in a library that binds
+ * its own calls) goes to the real free. Not yet hooked, so not yet usable on
+ * a GPU: kernel launches, copies and memsets, and stream-ordered
+ * allocation. Memory lms hands out is backed only when an access makes it
+ * resident, so a kernel launched on it without a launch hook would touch
+ * unmapped memory (the one hard rule). On the sim backend nothing runs
+ * kernels, and the hooks are what tests/interpose checks.
+ *
+ * A program that links libcudart statically (nvcc's default) binds its
+ * runtime calls inside itself: no preload reaches them. PyTorch links the
+ * shared libcudart.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "lms.h"
+#include "base/base.h"
+#include "interpose/hooks.h"
+
+#define LMS_HOOK_EXPORT __attribute__((visibility("default")))
+
+/* ---- the real functions --------------------------------------------------------- */
+
+enum {
+#define HOOK_INDEX(lib, ret, name, params, args) HOOK_##name,
+    LMS_HOOKS(HOOK_INDEX)
+#undef HOOK_INDEX
+    NHOOKS
+};
+
+static const char *const hook_name[NHOOKS] = {
+#define HOOK_NAME(lib, ret, name, params, args) #name,
+    LMS_HOOKS(HOOK_NAME)
+#undef HOOK_NAME
+};
+
+static void *real_sym[NHOOKS]; /* dlsym(RTLD_NEXT) of each, once found */
+
+/* The real function i, or NULL if no library after liblms.so defines it. */
+static void *real_fn(int i)
+{
+    void *f = __atomic_load_n(&real_sym[i], __ATOMIC_ACQUIRE);
+    if (f == NULL) {
+        f = dlsym(RTLD_NEXT, hook_name[i]);
+        __atomic_store_n(&real_sym[i], f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+/* What a missing real function returns: the lookup's own failure. */
+#define MISSING_rt cudaErrorSymbolNotFound
+#define MISSING_drv CUDA_ERROR_NOT_FOUND
+
+/* ---- lms's answers ----------------------------------------------------------------- */
+
+static bool enabled(void) { return base_options()->enable != 0; }
+
+static bool on_sim(void) { return strcmp(base_options()->backend, "sim") == 0; }
+
+static cudaError_t rt_error(lms_status_t st)
+{
+    switch (st) {
+    case LMS_OK: return cudaSuccess;
+    case LMS_NOT_READY: return cudaErrorNotReady;
+    case LMS_ERR_INVALID: return cudaErrorInvalidValue;
+    case LMS_ERR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
+    case LMS_ERR_NO_DEVICE: return cudaErrorNoDevice;
+    case LMS_ERR_UNSUPPORTED: return cudaErrorNotSupported;
+    case LMS_ERR_SYSTEM: return cudaErrorOperatingSystem;
+    case LMS_ERR_DEVICE: break;
+    }
+    return cudaErrorUnknown;
+}
+
+static CUresult drv_error(lms_status_t st)
+{
+    switch (st) {
+    case LMS_OK: return CUDA_SUCCESS;
+    case LMS_NOT_READY: return CUDA_ERROR_NOT_READY;
+    case LMS_ERR_INVALID: return CUDA_ERROR_INVALID_VALUE;
+    case LMS_ERR_OUT_OF_MEMORY: return CUDA_ERROR_OUT_OF_MEMORY;
+    case LMS_ERR_NO_DEVICE: return CUDA_ERROR_NO_DEVICE;
+    case LMS_ERR_UNSUPPORTED: return CUDA_ERROR_NOT_SUPPORTED;
+    case LMS_ERR_SYSTEM: return CUDA_ERROR_OPERATING_SYSTEM;
+    case LMS_ERR_DEVICE: break;
+    }
+    return CUDA_ERROR_UNKNOWN;
+}
+
+/* A failure the program will see as a CUDA error code: the message goes to
+ * the log (LMS_LOG=info), since the program cannot ask lms for it. */
+static lms_status_t said(lms_status_t st)
+{
+    if (st != LMS_OK)
+        base_log(BASE_LOG_INFO, "lms: %s", lms_last_error());
+    return st;
+}
+
+/* Whether lms handed out ptr's address range (false also when lms cannot
+ * start: then nothing is lms's). */
+static bool is_lms(const void *ptr)
+{
+    void *base;
+    size_t bytes;
+    if (said(lms_reserved_range(&base, &bytes)) != LMS_OK)
+        return false;
+    uintptr_t a = (uintptr_t)ptr, b = (uintptr_t)base;
+    return a >= b && a - b < bytes;
+}
+
+#define REAL(name) ((__typeof__(&name))real_fn(HOOK_##name))
+
+static cudaError_t hook_cudaMalloc(void **devPtr, size_t size)
+{
+    return rt_error(said(lms_malloc(devPtr, size, NULL)));
+}
+
+/* cudaFree(NULL) is how programs make the runtime set up its context: that
+ * goes on to CUDA, unless the device is lms's simulated one. */
+static cudaError_t hook_cudaFree(void *devPtr)
+{
+    if (devPtr == NULL)
+        return on_sim() || REAL(cudaFree) == NULL ? cudaSuccess : REAL(cudaFree)(NULL);
+    if (!is_lms(devPtr))
+        return REAL(cudaFree) != NULL ? REAL(cudaFree)(devPtr) : cudaErrorInvalidValue;
+    return rt_error(said(lms_free(devPtr, NULL)));
+}
+
+static cudaError_t hook_cudaMemGetInfo(size_t *free_b, size_t *total_b)
+{
+    return rt_error(said(lms_memory_info(free_b, total_b)));
+}
+
+/* cuMemAlloc of 0 bytes is an error, as the driver has it. */
+static CUresult hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    if (dptr == NULL || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p;
+    lms_status_t st = said(lms_malloc(&p, bytesize, NULL));
+    if (st == LMS_OK)
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    return drv_error(st);
+}
+
+static CUresult hook_cuMemFree_v2(CUdeviceptr dptr)
+{
+    void *p = (void *)(uintptr_t)dptr;
+    if (dptr == 0 || !is_lms(p))
+        return REAL(cuMemFree_v2) != NULL ? REAL(cuMemFree_v2)(dptr) : CUDA_ERROR_INVALID_VALUE;
+    return drv_error(said(lms_free(p, NULL)));
+}
+
+static CUresult hook_cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
+{
+    return drv_error(said(lms_memory_info(free_b, total_b)));
+}
+
+/* ---- the exported wrappers --------------------------------------------------------- */
+
+#define HOOK_WRAPPER(lib, ret, name, params, args)                                           \
+    LMS_HOOK_EXPORT ret name params                                                          \
+    {                                                                                        \
+        if (enabled())                                                                       \
+            return hook_##name args;                                                         \
+        return REAL(name) != NULL ? REAL(name) args : MISSING_##lib;                         \
+    }
+LMS_HOOKS(HOOK_WRAPPER)
+#undef HOOK_WRAPPER

@@ -1,0 +1,130 @@
+/*
+ * tests/interpose/cudart_probe.c — a program that knows nothing of lms: it
+ * is linked against the CUDA toolkit's shared libcudart and calls the CUDA
+ * runtime. Run with LD_PRELOAD=liblms.so, LMS_BACKEND=sim,
+ * LMS_DEVICE_LIMIT=64MiB and LMS_HOST_LIMIT=64MiB (tests/CMakeLists.txt):
+ * lms answers its allocations, frees and memory info.
+ *
+ *   cudart_probe            the answers are lms's
+ *   cudart_probe disabled   with LMS_ENABLE=0: none of them is lms's (on a
+ *                           machine without a GPU, CUDA's own errors)
+ *
+ * lms's own functions are found with dlsym, as a program without lms.h
+ * would: they are only there because of the preload.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#define MIB ((size_t)1 << 20)
+#define LIMIT (64 * MIB)
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(stderr, "FAIL: %s:%d: ", __FILE__, __LINE__);                           \
+            fprintf(stderr, __VA_ARGS__);                                                    \
+            fputc('\n', stderr);                                                             \
+            failures++;                                                                      \
+        }                                                                                    \
+    } while (0)
+
+typedef int (*range_fn)(void **base, size_t *bytes);
+typedef int (*owner_fn)(const void *ptr, void **base, size_t *size);
+
+static range_fn lms_range(void)
+{
+    range_fn f;
+    void *sym = dlsym(RTLD_DEFAULT, "lms_reserved_range");
+    memcpy(&f, &sym, sizeof f);
+    return f;
+}
+
+static int in_lms_range(const void *p)
+{
+    void *base;
+    size_t bytes;
+    range_fn f = lms_range();
+    if (f == NULL || f(&base, &bytes) != 0)
+        return 0;
+    return (uintptr_t)p >= (uintptr_t)base && (uintptr_t)p - (uintptr_t)base < bytes;
+}
+
+static void enabled(void)
+{
+    CHECK(lms_range() != NULL, "lms_reserved_range is not in the process: is liblms.so preloaded?");
+    size_t free_b = 0, total = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total);
+    CHECK(e == cudaSuccess && total == LIMIT && free_b == LIMIT,
+          "cudaMemGetInfo: %d, free %zu, total %zu: want lms's budget, %zu both", (int)e, free_b,
+          total, LIMIT);
+
+    void *p = NULL;
+    e = cudaMalloc(&p, MIB);
+    CHECK(e == cudaSuccess && p != NULL && in_lms_range(p), "cudaMalloc(1 MiB): %d, %p", (int)e, p);
+    void *sym = dlsym(RTLD_DEFAULT, "lms_allocation_of");
+    owner_fn owner;
+    memcpy(&owner, &sym, sizeof owner);
+    void *base = NULL;
+    size_t size = 0;
+    CHECK(owner != NULL && owner(p, &base, &size) == 0 && base == p && size >= MIB,
+          "lms_allocation_of(%p): not lms's allocation of 1 MiB", p);
+    /* free is what can still be allocated, device and host room together,
+     * at most the device limit: it drops once the host's 64 MiB are taken */
+    void *big = NULL;
+    e = cudaMalloc(&big, 96 * MIB);
+    CHECK(e == cudaSuccess && in_lms_range(big), "cudaMalloc(96 MiB): %d, %p", (int)e, big);
+    e = cudaMemGetInfo(&free_b, &total);
+    CHECK(e == cudaSuccess && free_b <= 2 * LIMIT - 98 * MIB,
+          "cudaMemGetInfo with 98 MiB of 128 allocated: %d, free %zu", (int)e, free_b);
+    CHECK(cudaFree(big) == cudaSuccess, "cudaFree(big)");
+
+    void *q = (void *)1;
+    e = cudaMalloc(&q, 1024 * MIB);
+    CHECK(e == cudaErrorMemoryAllocation && q == NULL,
+          "cudaMalloc(1 GiB), over 64 MiB of device and 64 of host: %d, %p", (int)e, q);
+    CHECK(cudaMalloc(NULL, 8) == cudaErrorInvalidValue, "cudaMalloc(NULL, 8)");
+    void *z = (void *)1;
+    CHECK(cudaMalloc(&z, 0) == cudaSuccess && z == NULL, "cudaMalloc(&z, 0): %p", z);
+
+    CHECK(cudaFree(p) == cudaSuccess, "cudaFree(p)");
+    e = cudaFree(p);
+    CHECK(e == cudaErrorInvalidValue, "a second cudaFree(p): %d", (int)e);
+    CHECK(cudaFree(NULL) == cudaSuccess, "cudaFree(NULL) on the simulated device");
+    e = cudaMemGetInfo(&free_b, &total);
+    CHECK(e == cudaSuccess && free_b == LIMIT, "cudaMemGetInfo after the free: %d, free %zu",
+          (int)e, free_b);
+}
+
+static void disabled(void)
+{
+    size_t free_b = 0, total = 0;
+    cudaError_t e = cudaMemGetInfo(&free_b, &total);
+    CHECK(e != cudaSuccess || total != LIMIT, "cudaMemGetInfo gave lms's budget with LMS_ENABLE=0");
+    void *p = NULL;
+    e = cudaMalloc(&p, MIB);
+    CHECK(e != cudaSuccess || !in_lms_range(p), "cudaMalloc gave lms's memory with LMS_ENABLE=0");
+    if (e == cudaSuccess)
+        cudaFree(p);
+    if (failures == 0)
+        printf("cudart_probe: LMS_ENABLE=0: CUDA's own answers (cudaMalloc: %s)\n",
+               cudaGetErrorName(e));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "disabled") == 0)
+        disabled();
+    else
+        enabled();
+    if (failures == 0 && argc == 1)
+        printf("cudart_probe: cudaMalloc, cudaFree and cudaMemGetInfo answered by lms\n");
+    return failures == 0 ? 0 : 1;
+}
