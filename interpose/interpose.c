@@ -42,6 +42,9 @@
 
 #define LMS_HOOK_EXPORT __attribute__((visibility("default")))
 
+_Static_assert(sizeof(void *) == sizeof(void (*)(void)),
+               "a function pointer travels through void * (dlsym)");
+
 /* ---- the real functions --------------------------------------------------------- */
 
 enum {
@@ -115,7 +118,7 @@ static CUresult drv_error(lms_status_t st)
 static lms_status_t said(lms_status_t st)
 {
     if (st != LMS_OK)
-        base_log(BASE_LOG_INFO, "lms: %s", lms_last_error());
+        base_log(BASE_LOG_INFO, "interpose: %s", lms_last_error());
     return st;
 }
 
