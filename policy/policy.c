@@ -69,7 +69,7 @@
  * taken now) leave a block free, the one the reclaim thread keeps. In the
  * trace simulator this took GPT at 1.25x on a 450 GB/s link from 1.05 to
  * 1.01 of the lower bound (the optimizer's 2.8 ms of stalls went) and ResNet
- * on PCIe from 1.05-1.19 to 1.00-1.13; without the link's queue as a
+ * on PCIe from 1.01-1.19 to 1.00-1.13; without the link's queue as a
  * condition, ResNet on PCIe moved 13% more than MIN (far fetches took the
  * blocks that near ones, late on a busy link, then had to evict for).
  *
@@ -582,8 +582,8 @@ size_t policy_prefetch(policy_t *p, const policy_link_t *link,
             if (taken == max || (beyond && !room_beyond(link, taken, demand_peak, gap)))
                 break;
         }
-        if (taken == max || (beyond && !room_beyond(link, taken, demand_peak, gap)))
-            break;
+        if (taken == max)
+            break; /* no room beyond: the check at the next event ends the walk */
         latest = next_latest;
     }
     if (blocks_ahead != NULL)

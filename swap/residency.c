@@ -1430,8 +1430,8 @@ static void prefetch(void)
     size_t spare = free_blocks() + S->evicting;
     if (S->walk_found_none && S->host_entries == S->walk_host_entries &&
         (u.schedule_events <= PREFETCH_WALK || moved < PREFETCH_WALK / 2) &&
-        spare <= S->walk_spare && S->h2d_queued >= S->walk_queued)
-        return;
+        (S->host_chunks == 0 || (spare <= S->walk_spare && S->h2d_queued >= S->walk_queued)))
+        return; /* more room, or a shorter queue, matters only with data on the host */
     policy_link_t link = {.bytes_per_ns = h2d_bytes_per_ns(),
                           .chunk_bytes = S->chunk,
                           .max_events = PREFETCH_WALK,
