@@ -535,6 +535,23 @@ static lms_status_t check_stream_create(void *self, dev_priority_t priority, dev
     return st;
 }
 
+static lms_status_t check_stream_adopt(void *self, uint64_t native, dev_stream_t **out)
+{
+    check_t *c = self;
+    if (out == NULL)
+        return invalid("stream_adopt", "NULL output");
+    if (native == 0)
+        return invalid("stream_adopt", "native stream 0 (the legacy default stream is 0x1)");
+    dev_stream_t *inner;
+    uint64_t handle;
+    lms_status_t st = INNER(c, stream_adopt, native, &inner);
+    if (st == LMS_OK)
+        st = add_object(c, &c->streams, inner, &handle);
+    if (st == LMS_OK)
+        *out = (dev_stream_t *)(uintptr_t)handle;
+    return st;
+}
+
 static lms_status_t check_stream_destroy(void *self, dev_stream_t *stream)
 {
     return destroy_object(self, &((check_t *)self)->streams, "stream_destroy", stream);
@@ -783,6 +800,7 @@ static const dev_ops_t check_ops = {
     .host_register = check_host_register,
     .host_unregister = check_host_unregister,
     .stream_create = check_stream_create,
+    .stream_adopt = check_stream_adopt,
     .stream_destroy = check_stream_destroy,
     .stream_synchronize = check_stream_synchronize,
     .event_create = check_event_create,

@@ -12,19 +12,21 @@
  *     (see Note [Checksum ring]).
  * What the ops hand out is the driver's own object, cast: a dev_stream_t * is
  * a CUstream, a dev_event_t * a CUevent, a dev_block_t a
- * CUmemGenericAllocationHandle. This file keeps no table of them and checks no
- * argument; the check layer above it does both (check.c). It must still never
+ * CUmemGenericAllocationHandle. This file keeps no table of them (but the
+ * list of adopted streams, the program's, which destroy must not destroy)
+ * and checks no argument; the check layer above it does both (check.c). It must still never
  * crash on what the driver rejects: every CUresult becomes a status through
  * fail().
  *
- * Invariants: every field of cuda_t except the kernel state is set by
+ * Invariants: every field of cuda_t except the kernel state and the adopted
+ * list is set by
  * dev_cuda_open and never changes. The kernel state is set once, under
- * kernels_lock, before kernels_loaded is set (release), and does not change
+ * lock, before kernels_loaded is set (release), and does not change
  * until close. A ring slot is busy from the checksum call that claims it to
  * the host function that delivers its result.
  *
- * Locks: kernels_lock guards the loading of the kernel state and nothing else;
- * it is taken on the first kernel call of each device (later calls see
+ * Locks: lock guards the loading of the kernel state and the adopted list;
+ * for the kernel state it is taken on the first kernel call of each device (later calls see
  * kernels_loaded and skip it), and no host function takes it. Ring slots are
  * claimed and freed with atomics. Everything else is read-only after open and
  * the driver is thread-safe, so the ops run concurrently without a lock.
@@ -115,7 +117,7 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(cuCtxSynchronize) *,
     X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemSetAccess)        \
     X(cuMemUnmap) X(cuMemHostRegister) X(cuMemHostUnregister)                               \
     /* streams, events, copies, host functions */                                           \
-    X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize)                 \
+    X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery) \
     X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                     \
     X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)    \
     X(cuMemcpyDtoDAsync) X(cuLaunchHostFunc)                                                \
@@ -217,7 +219,9 @@ typedef struct cuda {
     CUmemAccessDesc access;         /* read/write for this device */
     char no_kernels[128]; /* why the test kernels are unavailable; "" if they are */
 
-    pthread_mutex_t kernels_lock; /* guards loading the kernel state below */
+    pthread_mutex_t lock;         /* guards loading the kernel state below, and `adopted` */
+    CUstream *adopted;            /* the program's streams adopted, once per adoption */
+    size_t nadopted, capadopted;
     atomic_bool kernels_loaded;   /* set (release) once the kernel state is */
     CUmodule module;
     CUfunction fill_fn, checksum_fn, axpy_fn;
@@ -488,9 +492,55 @@ static lms_status_t stream_create(void *self, dev_priority_t priority, dev_strea
     return LMS_OK;
 }
 
+/* The stream is the program's: it is queried (an invalid handle fails here,
+ * not at the first copy) and listed, so that destroy leaves it alone. */
+static lms_status_t stream_adopt(void *self, uint64_t native, dev_stream_t **stream)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context_checked(c);
+    if (status != LMS_OK)
+        return status;
+    CUresult r = c->drv.cuStreamQuery((CUstream)(uintptr_t)native);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+        return fail(&c->drv, r, "cuStreamQuery(stream 0x%" PRIx64 "), adopting it", native);
+    pthread_mutex_lock(&c->lock);
+    bool room = c->nadopted < c->capadopted;
+    if (!room) {
+        size_t cap = c->capadopted ? 2 * c->capadopted : 16;
+        CUstream *a = realloc(c->adopted, cap * sizeof *a);
+        if ((room = a != NULL)) {
+            c->adopted = a;
+            c->capadopted = cap;
+        }
+    }
+    if (room)
+        c->adopted[c->nadopted++] = (CUstream)(uintptr_t)native;
+    pthread_mutex_unlock(&c->lock);
+    if (!room)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "cuda: no host memory to adopt a stream");
+    *stream = (dev_stream_t *)(uintptr_t)native;
+    return LMS_OK;
+}
+
+/* Whether stream was adopted; if so, it is adopted once less. */
+static bool unadopt(cuda_t *c, CUstream stream)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t i = 0;
+    while (i < c->nadopted && c->adopted[i] != stream)
+        i++;
+    bool found = i < c->nadopted;
+    if (found)
+        c->adopted[i] = c->adopted[--c->nadopted];
+    pthread_mutex_unlock(&c->lock);
+    return found;
+}
+
 static lms_status_t stream_destroy(void *self, dev_stream_t *stream)
 {
     cuda_t *c = self;
+    if (unadopt(c, (CUstream)stream))
+        return LMS_OK;
     lms_status_t status = use_context(c);
     if (status != LMS_OK)
         return status;
@@ -688,7 +738,7 @@ static void unload_kernels(cuda_t *c, bool log)
     }
 }
 
-/* Loads the module and makes the checksum ring. kernels_lock held, c's context
+/* Loads the module and makes the checksum ring. lock held, c's context
  * current. On failure nothing is left. */
 static lms_status_t load_kernels(cuda_t *c)
 {
@@ -775,13 +825,13 @@ static lms_status_t kernels_ready(cuda_t *c)
         return status;
     if (atomic_load_explicit(&c->kernels_loaded, memory_order_acquire))
         return LMS_OK;
-    pthread_mutex_lock(&c->kernels_lock);
+    pthread_mutex_lock(&c->lock);
     if (!atomic_load_explicit(&c->kernels_loaded, memory_order_relaxed)) {
         status = load_kernels(c);
         if (status == LMS_OK)
             atomic_store_explicit(&c->kernels_loaded, true, memory_order_release);
     }
-    pthread_mutex_unlock(&c->kernels_lock);
+    pthread_mutex_unlock(&c->lock);
     return status;
 }
 
@@ -1043,7 +1093,8 @@ static void close_backend(void *self)
     }
     log_close_error(c, c->drv.cuDevicePrimaryCtxRelease(c->device), "cuDevicePrimaryCtxRelease");
     dlclose(c->libcuda);
-    pthread_mutex_destroy(&c->kernels_lock);
+    pthread_mutex_destroy(&c->lock);
+    free(c->adopted);
     free(c);
 }
 
@@ -1061,6 +1112,7 @@ static const dev_ops_t cuda_ops = {
     .host_register = host_register,
     .host_unregister = host_unregister,
     .stream_create = stream_create,
+    .stream_adopt = stream_adopt,
     .stream_destroy = stream_destroy,
     .stream_synchronize = stream_synchronize,
     .event_create = event_create,
@@ -1088,7 +1140,7 @@ lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)
     c->ordinal = ordinal;
     c->id = atomic_fetch_add(&next_id, 1);
     atomic_init(&c->kernels_loaded, false);
-    if (pthread_mutex_init(&c->kernels_lock, NULL) != 0) {
+    if (pthread_mutex_init(&c->lock, NULL) != 0) {
         status = base_fail(LMS_ERR_SYSTEM, "cuda: pthread_mutex_init failed");
         goto fail_free;
     }
@@ -1200,7 +1252,7 @@ fail_release_ctx:
 fail_close_driver:
     dlclose(c->libcuda);
 fail_destroy_lock:
-    pthread_mutex_destroy(&c->kernels_lock);
+    pthread_mutex_destroy(&c->lock);
 fail_free:
     free(c);
     return status;

@@ -119,6 +119,13 @@ typedef struct dev_ops {
 
     /* Creates a stream that does not synchronize with the legacy default stream. */
     lms_status_t (*stream_create)(void *self, dev_priority_t priority, dev_stream_t **stream);
+    /* A stream for the program's own CUDA stream `native` (a CUstream, never
+     * 0: CU_STREAM_LEGACY, 0x1, names the legacy default stream). cuda: the
+     * ops on it act on that stream, which stays the program's: destroying
+     * the adopted stream forgets it, and the program must not destroy the
+     * native stream while lms uses it. sim: a new stream, which `native`
+     * only names. Adopting one native stream twice gives two streams. */
+    lms_status_t (*stream_adopt)(void *self, uint64_t native, dev_stream_t **stream);
     /* Destroys a stream; work already queued on it still runs to the end. */
     lms_status_t (*stream_destroy)(void *self, dev_stream_t *stream);
     /* Blocks until all work queued on stream so far has finished. */
@@ -171,9 +178,10 @@ typedef struct dev_ops {
 #define DEV_OP_LIST(X)                                                                   \
     X(mem_info) X(va_reserve) X(va_free) X(block_create) X(block_release) X(map)          \
     X(set_access) X(unmap) X(host_register) X(host_unregister) X(stream_create)           \
-    X(stream_destroy) X(stream_synchronize) X(event_create) X(event_destroy)              \
-    X(event_record) X(event_query) X(event_synchronize) X(stream_wait_event) X(copy_h2d)  \
-    X(copy_d2h) X(copy_d2d) X(host_func) X(fill) X(checksum) X(axpy)
+    X(stream_adopt) X(stream_destroy) X(stream_synchronize) X(event_create)               \
+    X(event_destroy) X(event_record) X(event_query) X(event_synchronize)                  \
+    X(stream_wait_event) X(copy_h2d) X(copy_d2h) X(copy_d2d) X(host_func) X(fill)         \
+    X(checksum) X(axpy)
 
 typedef enum dev_op {
 #define DEV_OP_ENUM(op) DEV_OP_##op,
@@ -333,6 +341,7 @@ static inline lms_status_t dev_unmap(dev_device_t *d, dev_addr_t va, size_t size
 static inline lms_status_t dev_host_register(dev_device_t *d, void *p, size_t size) { return DEV_CALL(d, host_register, p, size); }
 static inline lms_status_t dev_host_unregister(dev_device_t *d, void *p) { return DEV_CALL(d, host_unregister, p); }
 static inline lms_status_t dev_stream_create(dev_device_t *d, dev_priority_t prio, dev_stream_t **s) { return DEV_CALL(d, stream_create, prio, s); }
+static inline lms_status_t dev_stream_adopt(dev_device_t *d, uint64_t native, dev_stream_t **s) { return DEV_CALL(d, stream_adopt, native, s); }
 static inline lms_status_t dev_stream_destroy(dev_device_t *d, dev_stream_t *s) { return DEV_CALL(d, stream_destroy, s); }
 static inline lms_status_t dev_stream_synchronize(dev_device_t *d, dev_stream_t *s) { return DEV_CALL(d, stream_synchronize, s); }
 static inline lms_status_t dev_event_create(dev_device_t *d, dev_event_t **e) { return DEV_CALL(d, event_create, e); }

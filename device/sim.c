@@ -228,6 +228,13 @@ static lms_status_t sim_stream_create(void *self, dev_priority_t priority, dev_s
     return LMS_OK;
 }
 
+/* A native stream is only a name on sim: adopting one makes a stream. */
+static lms_status_t sim_stream_adopt(void *self, uint64_t native, dev_stream_t **out)
+{
+    (void)native;
+    return sim_stream_create(self, DEV_PRIORITY_NORMAL, out);
+}
+
 /* As cuStreamDestroy: returns at once; the worker runs what is queued, then exits. */
 static lms_status_t sim_stream_destroy(void *self, dev_stream_t *stream)
 {
@@ -625,6 +632,7 @@ static const dev_ops_t sim_ops = {
     .host_register = sim_host_register,
     .host_unregister = sim_host_unregister,
     .stream_create = sim_stream_create,
+    .stream_adopt = sim_stream_adopt,
     .stream_destroy = sim_stream_destroy,
     .stream_synchronize = sim_stream_synchronize,
     .event_create = sim_event_create,

@@ -48,6 +48,10 @@ LMS_API const char *lms_last_error(void);
  * lms's default stream. */
 typedef struct lms_stream *lms_stream_t;
 
+/* For lms_free only: the free is ordered after the work queued so far on
+ * every stream, as cudaFree's is (but lms_free does not wait for it). */
+#define LMS_ALL_STREAMS ((lms_stream_t)(uintptr_t)-1)
+
 /* Opens the device (LMS_BACKEND, LMS_DEVICE), reserves the VA range and sets
  * the device limit. Called by every other function on first use; calling it
  * again is a no-op. Thread-safe. */
@@ -78,6 +82,9 @@ LMS_API lms_status_t lms_malloc(void **ptr, size_t size, lms_stream_t stream);
  * lock; it goes back to `stream` when the thread calls lms_malloc or lms_free
  * on another stream, exits, or finds no room to allocate (or, at its next
  * call, when another thread found no room).
+ * With stream LMS_ALL_STREAMS, no allocation on any stream reuses the
+ * memory before the work queued on every stream before this call has
+ * finished (and the thread cache is not used).
  * NULL is a no-op. A pointer lms did not hand out, an interior pointer or a
  * second free is LMS_ERR_INVALID and changes nothing. */
 LMS_API lms_status_t lms_free(void *ptr, lms_stream_t stream);
@@ -127,6 +134,15 @@ LMS_API lms_status_t lms_access(const void *ptr, size_t bytes, lms_access_mode_t
                                 lms_stream_t stream);
 LMS_API lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t stream);
 
+/* lms_access_many of the whole allocation that contains each of ptrs[0..n):
+ * for code that sees pointer values but not what they point to, as a
+ * kernel-launch hook does. A pointer in no live allocation is skipped (a
+ * launch parameter may be an integer that only looks like an address);
+ * n == 0, or no pointer in a live allocation, is LMS_OK and makes nothing
+ * resident. */
+LMS_API lms_status_t lms_access_pointers(const void *const *ptrs, size_t n,
+                                         lms_access_mode_t mode, lms_stream_t stream);
+
 /* Marks the end of a training iteration (a step: forward, backward and
  * optimizer). lms learns the order in which an iteration accesses memory and,
  * from the next iteration on, evicts what is needed furthest ahead and
@@ -170,6 +186,23 @@ LMS_API lms_status_t lms_stats(lms_stats_t *stats);
 LMS_API lms_status_t lms_stream_create(lms_stream_t *stream);
 LMS_API lms_status_t lms_stream_destroy(lms_stream_t stream);
 LMS_API lms_status_t lms_stream_synchronize(lms_stream_t stream);
+
+/* The lms stream for a CUDA stream of the program (a cudaStream_t or
+ * CUstream of lms's device, cast to void *), which lms then uses as it
+ * uses its own: lms_access on it makes that CUDA stream wait, on the device,
+ * for what it fetches; evictions wait for the work queued on it; frees on it
+ * are ordered on it. NULL, cudaStreamLegacy and cudaStreamPerThread all name
+ * the legacy default stream. The first call for a CUDA stream makes the lms
+ * stream; later calls return the same one. lms never destroys the CUDA
+ * stream: lms_stream_destroy of an adopted stream waits for its queued work
+ * and forgets it. On the sim backend the CUDA stream is only a name.
+ * LMS_ERR_DEVICE when the driver rejects the stream. */
+LMS_API lms_status_t lms_stream_adopt(void *cuda_stream, lms_stream_t *stream);
+
+/* lms_stream_destroy of the stream adopted for cuda_stream, if there is one;
+ * LMS_OK and nothing done if there is none. A program that destroys an
+ * adopted CUDA stream calls it first (the interposer does, in cudaStreamDestroy). */
+LMS_API lms_status_t lms_stream_unadopt(void *cuda_stream);
 
 #ifdef __cplusplus
 }

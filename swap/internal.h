@@ -41,6 +41,8 @@ typedef struct fence {
 
 typedef struct stream {
     dev_stream_t *dev;
+    uint64_t native;        /* adopted: the program's CUDA stream; 0: lms's own */
+    bool all;               /* the all-streams stream: see Note [Free after all streams] */
     dev_event_t *use_event; /* recorded when an eviction must wait for its work */
     deque_t small[ALLOC_MAX_CLASSES];
     deque_t large;
@@ -145,7 +147,9 @@ typedef struct state {
     stream_t *streams[MAX_STREAMS]; /* [0]: the default stream; NULL: free slot */
     uint32_t generation_of[MAX_STREAMS]; /* of the handle of each slot */
     size_t nstreams;      /* slots in use or used before */
-    size_t live_streams;  /* streams that exist, the default one included */
+    size_t live_streams;  /* streams that exist, the default one included (not the
+                             all-streams one, which runs no work) */
+    size_t all_slot;      /* the all-streams stream's slot; 0: not made yet */
     dev_event_t **events; /* unused events */
     size_t nevents, capevents;
     size_t waiters;           /* threads waiting, lock dropped, on events */

@@ -40,6 +40,24 @@
  *    out of memory. So an allocation may wait for work queued before a free
  *    on another stream; a program that holds such work back until the
  *    allocation returns deadlocks, as it would with PyTorch's allocator.
+ *
+ * Note [Free after all streams]
+ * lms_free(p, LMS_ALL_STREAMS) is cudaFree's contract without its device
+ * synchronize: p must not be reused before the work queued on any stream has
+ * finished. The entry goes on the pending list of a stream that runs no work
+ * (made at the first such free, in a slot of its own, and not counted in
+ * live_streams): no allocation is ever made on it, so nothing reuses its
+ * entries early, and each of its fences is recorded after it waited, on the
+ * device, for an event on every other stream (order_after_all). So the
+ * entries come back to everyone once all that work is done, by the usual
+ * collect; the free itself never waits.
+ *
+ * Adopted streams (lms_stream_adopt) are the program's CUDA streams, which
+ * lms uses as its own: accesses make them wait for fetches, evictions wait
+ * for their work, frees on them are stream-ordered on them. The legacy
+ * default stream stands for NULL, cudaStreamLegacy and cudaStreamPerThread
+ * alike: waiting for the legacy stream covers the per-thread default streams
+ * (both are blocking streams), so evictions are safe, at worst late.
  */
 #include <numa.h>
 #include <stdio.h>
@@ -117,10 +135,19 @@ static stream_t *find_stream(lms_stream_t handle)
     if (h == 0)
         return S->streams[0];
     size_t i = (h & 0xffff) - 1;
-    if ((h >> 16 & 0xffff) != 0 || i >= S->nstreams || S->streams[i] == NULL || i == 0 || S->generation_of[i] != h >> 32)
+    if ((h >> 16 & 0xffff) != 0 || i >= S->nstreams || S->streams[i] == NULL || i == 0 ||
+        S->generation_of[i] != h >> 32 || S->streams[i]->all)
         return NULL;
     return S->streams[i];
 }
+
+static lms_stream_t handle_of(size_t slot)
+{
+    return (lms_stream_t)(uintptr_t)((uintptr_t)S->generation_of[slot] << 32 | (slot + 1));
+}
+
+static lms_status_t order_after_all(stream_t *s);
+static lms_status_t add_stream(uint64_t native, bool all, size_t *slot);
 
 static lms_status_t bad_stream(const char *op, lms_stream_t s)
 {
@@ -135,7 +162,9 @@ static lms_status_t fence(stream_t *s)
     if (!swap_grow((void **)&s->fences, &s->capfences, s->nfences + 1, sizeof *s->fences))
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory for a fence");
     dev_event_t *e;
-    lms_status_t st = swap_event(&e);
+    lms_status_t st = s->all ? order_after_all(s) : LMS_OK; /* Note [Free after all streams] */
+    if (st == LMS_OK)
+        st = swap_event(&e);
     if (st == LMS_OK && (st = dev_event_record(S->dev, e, s->dev)) != LMS_OK)
         swap_recycle_event(e);
     if (st != LMS_OK)
@@ -358,12 +387,15 @@ static void destroy_state(void)
     tc_invalidate(); /* and the calling thread's cache forgets the state */
 }
 
-static lms_status_t new_stream(stream_t **out)
+/* A new stream: lms's own, or (native != 0) the program's, adopted. */
+static lms_status_t new_stream(uint64_t native, stream_t **out)
 {
     stream_t *s = base_meta_calloc(1, sizeof *s);
     if (s == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_stream_create: no host memory");
-    lms_status_t st = dev_stream_create(S->dev, DEV_PRIORITY_NORMAL, &s->dev);
+    s->native = native;
+    lms_status_t st = native != 0 ? dev_stream_adopt(S->dev, native, &s->dev)
+                                  : dev_stream_create(S->dev, DEV_PRIORITY_NORMAL, &s->dev);
     if (st == LMS_OK && (st = dev_event_create(S->dev, &s->use_event)) != LMS_OK)
         dev_stream_destroy(S->dev, s->dev);
     if (st != LMS_OK) {
@@ -461,7 +493,7 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     size_t host_chunks = S->host_limit / chunk;
     S->capacity = S->budget + (host_chunks > S->high ? host_chunks - S->high : 0);
     S->flush_bytes = S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
-    if ((st = new_stream(&S->streams[0])) != LMS_OK)
+    if ((st = new_stream(0, &S->streams[0])) != LMS_OK)
         goto fail;
     S->nstreams = S->live_streams = 1;
     if ((st = dev_event_create(S->dev, &S->sync_event)) != LMS_OK)
@@ -691,18 +723,34 @@ lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *
 
 lms_status_t lms_free(void *ptr, lms_stream_t stream)
 {
-    if (ptr == NULL || tc_free(ptr, stream))
+    if (ptr == NULL || (stream != LMS_ALL_STREAMS && tc_free(ptr, stream)))
         return LMS_OK;
     return free_locked(ptr, stream);
+}
+
+/* The all-streams stream, made on first use (Note [Free after all streams]). */
+static lms_status_t all_streams(stream_t **out)
+{
+    size_t i;
+    lms_status_t st = LMS_OK;
+    if (S->all_slot == 0 && (st = add_stream(0, true, &i)) == LMS_OK)
+        S->all_slot = i;
+    if (st != LMS_OK)
+        return base_fail(st, "lms_free(LMS_ALL_STREAMS): %s", lms_last_error());
+    *out = S->streams[S->all_slot];
+    return LMS_OK;
 }
 
 static lms_status_t free_locked(void *ptr, lms_stream_t stream)
 {
     enter();
     lms_status_t st = LMS_OK;
-    stream_t *s = S != NULL ? find_stream(stream) : NULL;
+    bool all = stream == LMS_ALL_STREAMS;
+    stream_t *s = S != NULL && !all ? find_stream(stream) : NULL;
     size_t offset = 0, size = 0;
-    if (s != NULL && tc_free_locked(ptr, stream)) /* Note [Thread caches] */
+    if (S != NULL && all && offset_of(ptr, &offset) && (st = all_streams(&s)) != LMS_OK)
+        goto out;
+    if (!all && s != NULL && tc_free_locked(ptr, stream)) /* Note [Thread caches] */
         goto out;
     if (!offset_of(ptr, &offset))
         st = base_fail(LMS_ERR_INVALID, "lms_free(%p): not an address lms handed out", ptr);
@@ -783,7 +831,7 @@ lms_status_t lms_memory_info(size_t *free_bytes, size_t *total_bytes)
 static lms_status_t order_after_all(stream_t *s)
 {
     if (!swap_grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events))
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_stream_create: no host memory");
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory to order a stream after the others");
     dev_event_t *e;
     lms_status_t st = LMS_OK;
     if (S->nevents > 0)
@@ -798,29 +846,86 @@ static lms_status_t order_after_all(stream_t *s)
     return st;
 }
 
+/* Makes a stream in the first free slot (see new_stream; `all`: the
+ * all-streams one) and orders it after every other stream. */
+static lms_status_t add_stream(uint64_t native, bool all, size_t *slot)
+{
+    size_t i = 1;
+    while (i < S->nstreams && S->streams[i] != NULL)
+        i++;
+    if (i == MAX_STREAMS)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "%u streams exist", MAX_STREAMS - 1);
+    lms_status_t st = new_stream(native, &S->streams[i]);
+    if (st != LMS_OK)
+        return st;
+    S->streams[i]->all = all;
+    if ((st = order_after_all(S->streams[i])) != LMS_OK) {
+        dev_stream_destroy(S->dev, S->streams[i]->dev);
+        free_stream(S->streams[i]);
+        S->streams[i] = NULL;
+        return st;
+    }
+    S->live_streams += !all;
+    if (i == S->nstreams)
+        S->nstreams++;
+    *slot = i;
+    return LMS_OK;
+}
+
 lms_status_t lms_stream_create(lms_stream_t *out)
 {
     if (out == NULL)
         return base_fail(LMS_ERR_INVALID, "lms_stream_create: NULL output");
     enter();
+    size_t i;
     lms_status_t st = ensure();
-    size_t i = 1;
-    while (st == LMS_OK && i < S->nstreams && S->streams[i] != NULL)
-        i++;
-    if (st == LMS_OK && i == MAX_STREAMS)
-        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_stream_create: %u streams exist", MAX_STREAMS - 1);
-    if (st == LMS_OK && (st = new_stream(&S->streams[i])) == LMS_OK &&
-        (st = order_after_all(S->streams[i])) != LMS_OK) {
-        dev_stream_destroy(S->dev, S->streams[i]->dev);
-        free_stream(S->streams[i]);
-        S->streams[i] = NULL;
-    }
-    if (st == LMS_OK) {
-        S->live_streams++;
-        if (i == S->nstreams)
-            S->nstreams++;
-        *out = (lms_stream_t)(uintptr_t)((uintptr_t)S->generation_of[i] << 32 | (i + 1));
-    }
+    if (st == LMS_OK && (st = add_stream(0, false, &i)) == LMS_OK)
+        *out = handle_of(i);
+    leave();
+    return st;
+}
+
+/* The key of a program's stream: NULL, cudaStreamLegacy (0x1) and
+ * cudaStreamPerThread (0x2) are all the legacy default stream (Note [Free
+ * after all streams]). */
+static uint64_t native_key(void *cuda_stream)
+{
+    uintptr_t h = (uintptr_t)cuda_stream;
+    return h <= 2 ? 1 : h;
+}
+
+/* The slot of the stream adopted for key; 0 if none. */
+static size_t adopted_slot(uint64_t key)
+{
+    for (size_t i = 1; i < S->nstreams; i++)
+        if (S->streams[i] != NULL && S->streams[i]->native == key)
+            return i;
+    return 0;
+}
+
+lms_status_t lms_stream_adopt(void *cuda_stream, lms_stream_t *out)
+{
+    if (out == NULL)
+        return base_fail(LMS_ERR_INVALID, "lms_stream_adopt: NULL output");
+    enter();
+    uint64_t key = native_key(cuda_stream);
+    size_t i = 0;
+    lms_status_t st = ensure();
+    if (st == LMS_OK && (i = adopted_slot(key)) == 0 && (st = add_stream(key, false, &i)) != LMS_OK)
+        st = base_fail(st, "lms_stream_adopt(%p): %s", cuda_stream, lms_last_error());
+    if (st == LMS_OK)
+        *out = handle_of(i);
+    leave();
+    return st;
+}
+
+static lms_status_t destroy_locked(lms_stream_t stream);
+
+lms_status_t lms_stream_unadopt(void *cuda_stream)
+{
+    enter();
+    size_t i = S != NULL ? adopted_slot(native_key(cuda_stream)) : 0;
+    lms_status_t st = i != 0 ? destroy_locked(handle_of(i)) : LMS_OK;
     leave();
     return st;
 }
@@ -828,6 +933,13 @@ lms_status_t lms_stream_create(lms_stream_t *out)
 lms_status_t lms_stream_destroy(lms_stream_t stream)
 {
     enter();
+    lms_status_t st = destroy_locked(stream);
+    leave();
+    return st;
+}
+
+static lms_status_t destroy_locked(lms_stream_t stream)
+{
     stream_t *s = S != NULL && stream != NULL ? find_stream(stream) : NULL;
     lms_status_t st = stream == NULL ? base_fail(LMS_ERR_INVALID,
                                                  "lms_stream_destroy: the default stream stays")
@@ -868,7 +980,6 @@ lms_status_t lms_stream_destroy(lms_stream_t stream)
         S->live_streams--;
         tc_invalidate(); /* caches keyed to it flush (Note [Thread caches]) */
     }
-    leave();
     return st;
 }
 
@@ -901,6 +1012,35 @@ lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t s
     if (st == LMS_OK)
         st = resid_access("lms_access", ranges, n, s, slot_of(stream), 0);
     leave();
+    return st;
+}
+
+lms_status_t lms_access_pointers(const void *const *ptrs, size_t n, lms_access_mode_t mode,
+                                lms_stream_t stream)
+{
+    if (ptrs == NULL && n > 0)
+        return base_fail(LMS_ERR_INVALID, "lms_access_pointers: NULL pointer list");
+    if (mode < LMS_READ || mode > LMS_OVERWRITE)
+        return base_fail(LMS_ERR_INVALID, "lms_access_pointers: %d is not an access mode", (int)mode);
+    lms_range_t stack[64], *r = n <= 64 ? stack : base_meta_alloc(n * sizeof *r);
+    if (r == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_access_pointers: no host memory for %zu", n);
+    enter();
+    lms_status_t st = ensure();
+    stream_t *s = st == LMS_OK ? find_stream(stream) : NULL;
+    if (st == LMS_OK && s == NULL)
+        st = bad_stream("lms_access_pointers", stream);
+    size_t m = 0;
+    for (size_t i = 0; i < n && st == LMS_OK; i++) {
+        size_t offset, base, size;
+        if (offset_of(ptrs[i], &offset) && alloc_find(S->alloc, offset, &base, &size) == LMS_OK)
+            r[m++] = (lms_range_t){(const void *)(uintptr_t)(S->base + base), size, mode};
+    }
+    if (st == LMS_OK && m > 0)
+        st = resid_back("lms_access_pointers", r, m, s, slot_of(stream), 0);
+    leave();
+    if (r != stack)
+        base_meta_free(r);
     return st;
 }
 

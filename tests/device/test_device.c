@@ -199,6 +199,30 @@ Test(device, a_wait_uses_the_record_made_before_it)
     cr_assert_eq(f.observed, 1, "b waited for a's record, not the later one on c");
 }
 
+/* The legacy default stream (0x1) exists in every process with a device. */
+Test(device, an_adopted_stream_runs_work_and_destroying_it_leaves_the_native_one)
+{
+    test_run_t run = test_run_map(dev, 1);
+    dev_stream_t *a, *b;
+    TEST_OK(dev_stream_adopt(dev, 0x1, &a));
+    TEST_OK(dev_stream_adopt(dev, 0x1, &b));
+    uint64_t sum = 0;
+    TEST_OK(dev_fill(dev, a, run.base, 4096, 9));
+    TEST_OK(dev_checksum(dev, a, run.base, 4096, &sum));
+    TEST_OK(dev_stream_synchronize(dev, a));
+    unsigned char want[4096];
+    dev_fill_ref(want, sizeof want, 9);
+    cr_assert_eq(sum, dev_checksum_ref(want, sizeof want));
+    TEST_OK(dev_stream_destroy(dev, a));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_destroy(dev, a));
+    sum = 0; /* the other adoption of the same stream still works */
+    TEST_OK(dev_checksum(dev, b, run.base, 4096, &sum));
+    TEST_OK(dev_stream_synchronize(dev, b));
+    cr_assert_eq(sum, dev_checksum_ref(want, sizeof want));
+    TEST_OK(dev_stream_destroy(dev, b));
+    test_run_unmap(dev, &run);
+}
+
 Test(device, destroying_a_stream_lets_its_queued_work_finish)
 {
     dev_stream_t *s;
@@ -433,6 +457,8 @@ Test(device, bad_stream_calls_are_rejected)
     TEST_OK(dev_event_create(dev, &e));
     TEST_FAILS(LMS_ERR_INVALID, dev_stream_create(dev, DEV_PRIORITY_NORMAL, NULL));
     TEST_FAILS(LMS_ERR_INVALID, dev_stream_create(dev, (dev_priority_t)7, &s));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_adopt(dev, 0x1, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_adopt(dev, 0, &s));
     TEST_FAILS(LMS_ERR_INVALID, dev_event_create(dev, NULL));
     TEST_FAILS(LMS_ERR_INVALID, dev_stream_synchronize(dev, NULL));
     TEST_FAILS(LMS_ERR_INVALID, dev_event_record(dev, NULL, s));

@@ -59,10 +59,11 @@ static void run_scenario(scenario_t *sc)
     dev_fill_ref(host, n, 3);
     RETRY(sc, dev_host_register(dev, host, 2 * n));
 
-    dev_stream_t *s1, *s2;
+    dev_stream_t *s1, *s2, *s3;
     dev_event_t *e;
     RETRY(sc, dev_stream_create(dev, DEV_PRIORITY_HIGH, &s1));
     RETRY(sc, dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s2));
+    RETRY(sc, dev_stream_adopt(dev, 0x1 /* CU_STREAM_LEGACY */, &s3));
     RETRY(sc, dev_event_create(dev, &e));
 
     /* s1: upload, then a kernel; s2 waits for s1 and reads back */
@@ -74,6 +75,8 @@ static void run_scenario(scenario_t *sc)
     RETRY(sc, dev_event_record(dev, e, s1));
     RETRY(sc, dev_stream_wait_event(dev, s2, e));
     RETRY(sc, dev_copy_d2d(dev, s2, va + 2 * g - 128, va, 64));
+    RETRY(sc, dev_stream_wait_event(dev, s3, e));
+    RETRY(sc, dev_copy_d2d(dev, s3, va + 2 * g - 192, va, 64));
     RETRY(sc, dev_copy_d2h(dev, s2, host + n, va, n));
     int ran = 0;
     RETRY(sc, dev_host_func(dev, s2, mark_ran, &ran));
@@ -84,12 +87,14 @@ static void run_scenario(scenario_t *sc)
         sc->failures += q == INJECTED;
     }
     RETRY(sc, dev_stream_synchronize(dev, s2));
+    RETRY(sc, dev_stream_synchronize(dev, s3));
     cr_assert_eq(ran, 1, "the host function ran once");
 
     cr_assert(memcmp(host, host + n, n) == 0, "the data made the round trip intact");
     cr_assert_eq(sum, dev_checksum_ref(host, n));
 
     RETRY(sc, dev_event_destroy(dev, e));
+    RETRY(sc, dev_stream_destroy(dev, s3));
     RETRY(sc, dev_stream_destroy(dev, s2));
     RETRY(sc, dev_stream_destroy(dev, s1));
     RETRY(sc, dev_host_unregister(dev, host));

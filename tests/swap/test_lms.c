@@ -372,6 +372,87 @@ Test(lms, destroying_a_busy_stream_does_not_hold_up_other_threads)
     cr_assert_eq(atomic_load(&d.done), 1);
 }
 
+Test(lms, a_free_for_all_streams_waits_for_the_work_of_every_stream)
+{
+    lms_stream_t a, b;
+    TEST_OK(lms_stream_create(&a));
+    TEST_OK(lms_stream_create(&b));
+    dev_device_t *dev = swap_device();
+    void *all[LIMIT_CHUNKS];
+    /* a first such free, before a has work (what orders it must be each free's) */
+    TEST_OK(lms_free(must_malloc(4096, NULL), LMS_ALL_STREAMS));
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        all[i] = must_malloc(chunk, NULL);
+    /* a's work on all of it is held back for 200 ms; the frees name no stream */
+    atomic_store(&gate, 0);
+    TEST_OK(dev_host_func(dev, swap_stream(a), wait_gate, NULL));
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(dev_fill(dev, swap_stream(a), addr(all[i]), chunk, 60 + (uint64_t)i));
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_free(all[i], LMS_ALL_STREAMS));
+    pthread_t opener;
+    pthread_create(&opener, NULL, open_gate_later, NULL);
+    /* neither the default stream (where they were allocated) nor b may
+     * have them before a's work has run */
+    for (int i = 0; i < LIMIT_CHUNKS; i++) {
+        all[i] = must_malloc(chunk, i % 2 ? b : NULL);
+        cr_assert(atomic_load(&gate), "memory freed for all streams came back before a's work ran");
+    }
+    pthread_join(opener, NULL);
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_free(all[i], LMS_ALL_STREAMS));
+    for (int i = 0; i < LIMIT_CHUNKS; i++) /* and they do come back */
+        all[i] = must_malloc(chunk, a);
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_free(all[i], a));
+    /* LMS_ALL_STREAMS is for lms_free only, and bad frees change nothing */
+    void *p = must_malloc(4096, NULL);
+    TEST_FAILS(LMS_ERR_INVALID, lms_malloc(&all[0], 8, LMS_ALL_STREAMS));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free((char *)p + 256, LMS_ALL_STREAMS));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free((void *)0x1000, LMS_ALL_STREAMS));
+    TEST_FAILS(LMS_ERR_INVALID, lms_stream_synchronize(LMS_ALL_STREAMS));
+    TEST_OK(lms_free(p, LMS_ALL_STREAMS));
+    TEST_FAILS(LMS_ERR_INVALID, lms_free(p, LMS_ALL_STREAMS));
+    TEST_OK(lms_stream_destroy(b));
+    TEST_OK(lms_stream_destroy(a));
+}
+
+Test(lms, a_cuda_stream_is_adopted_once_and_used_as_an_lms_stream)
+{
+    lms_stream_t legacy, again, per_thread, null_stream;
+    TEST_OK(lms_stream_adopt((void *)0x1, &legacy));
+    TEST_OK(lms_stream_adopt((void *)0x1, &again));
+    TEST_OK(lms_stream_adopt((void *)0x2, &per_thread));
+    TEST_OK(lms_stream_adopt(NULL, &null_stream));
+    cr_assert(legacy != NULL && again == legacy && per_thread == legacy && null_stream == legacy,
+              "the legacy, per-thread and NULL streams are one adopted stream");
+    TEST_FAILS(LMS_ERR_INVALID, lms_stream_adopt(NULL, NULL));
+    /* it works as a stream: stream-ordered reuse, access, synchronize */
+    void *p = must_malloc(3 * chunk, legacy);
+    TEST_OK(lms_access(p, 3 * chunk, LMS_OVERWRITE, legacy));
+    TEST_OK(dev_fill(swap_device(), swap_stream(legacy), addr(p), 3 * chunk, 7));
+    TEST_OK(lms_free(p, legacy));
+    cr_assert_eq(must_malloc(3 * chunk, legacy), p, "reused at once on its own stream");
+    TEST_OK(lms_free(p, legacy));
+    TEST_OK(lms_stream_synchronize(legacy));
+    if (test_is_sim(swap_device())) { /* on sim any handle names a stream */
+        lms_stream_t x, y;
+        TEST_OK(lms_stream_adopt((void *)0x5000, &x));
+        TEST_OK(lms_stream_adopt((void *)0x6000, &y));
+        cr_assert(x != y && x != legacy, "two CUDA streams, two lms streams");
+        TEST_OK(lms_stream_destroy(y));
+        TEST_OK(lms_stream_unadopt((void *)0x5000));
+        TEST_FAILS(LMS_ERR_INVALID, lms_stream_synchronize(x));
+    }
+    /* unadopt forgets it; adopting again makes a new one */
+    TEST_OK(lms_stream_unadopt(NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_malloc(&p, 8, legacy));
+    TEST_OK(lms_stream_unadopt((void *)0x1)); /* nothing adopted: nothing done */
+    TEST_OK(lms_stream_adopt((void *)0x1, &again));
+    cr_assert_neq(again, legacy);
+    TEST_OK(lms_stream_destroy(again));
+}
+
 Test(lms, a_reused_allocation_reports_its_new_size)
 {
     lms_stream_t a;

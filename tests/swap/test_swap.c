@@ -368,6 +368,38 @@ Test(swap, access_many_makes_every_range_resident_for_one_piece_of_work)
     free_all(p, 3 * LIMIT_CHUNKS);
 }
 
+Test(swap, access_pointers_makes_whole_allocations_resident_and_skips_non_pointers)
+{
+    void *two = must_malloc(2 * chunk);
+    fill(two, 2 * chunk, 77);
+    void **p = chunks_filled(3 * LIMIT_CHUNKS, 30); /* evicts `two` and the first ones */
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(NULL);
+    /* interior pointers of four evicted allocations and of a two-chunk one,
+     * a duplicate, NULL, a host address and an address past every allocation */
+    const void *ptrs[] = {(char *)p[0] + 100, p[5], (char *)p[9] + chunk - 8, p[13], p[5],
+                          (char *)two + chunk + 64, NULL, &ptrs, (char *)two + 64 * chunk};
+    TEST_OK(lms_access_pointers(ptrs, sizeof ptrs / sizeof *ptrs, LMS_WRITE, NULL));
+    uint64_t sums[5];
+    const void *whole[5] = {p[0], p[5], p[9], p[13], two};
+    for (int i = 0; i < 5; i++) /* the whole of each, from its base */
+        TEST_OK(dev_checksum(dev, ds, addr(whole[i]), i < 4 ? chunk : 2 * chunk, &sums[i]));
+    TEST_OK(lms_stream_synchronize(NULL));
+    uint64_t seeds[4] = {30, 35, 39, 43};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(sums[i], fill_sum(chunk, seeds[i]), "allocation %d", i);
+    cr_assert_eq(sums[4], fill_sum(2 * chunk, 77));
+    /* nothing to make resident is no failure; bad arguments are */
+    TEST_OK(lms_access_pointers(NULL, 0, LMS_READ, NULL));
+    const void *none[] = {NULL, (void *)0x1000};
+    TEST_OK(lms_access_pointers(none, 2, LMS_READ, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_access_pointers(NULL, 1, LMS_READ, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_access_pointers(ptrs, 1, (lms_access_mode_t)9, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_access_pointers(ptrs, 1, LMS_READ, (lms_stream_t)0x77));
+    TEST_OK(lms_free(two, NULL));
+    free_all(p, 3 * LIMIT_CHUNKS);
+}
+
 /* ---- access modes and clean copies ----------------------------------------- */
 
 Test(swap, overwrite_does_not_fetch_but_read_and_write_do)
