@@ -39,11 +39,18 @@
 #include "lms.h"
 #include "base/base.h"
 #include "interpose/hooks.h"
+#include "interpose/launch.h"
 
 #define LMS_HOOK_EXPORT __attribute__((visibility("default")))
 
 _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
                "a function pointer travels through void * (dlsym)");
+
+/* Every hooked name declared (again: a declaration that differs from the
+ * header's fails to compile), the _ptsz twins among them. */
+#define HOOK_DECLARE(lib, ret, name, params, args) LMS_HOOK_EXPORT ret name params;
+LMS_HOOKS(HOOK_DECLARE)
+#undef HOOK_DECLARE
 
 /* ---- the real functions --------------------------------------------------------- */
 
@@ -149,7 +156,7 @@ static cudaError_t hook_cudaFree(void *devPtr)
         return on_sim() || REAL(cudaFree) == NULL ? cudaSuccess : REAL(cudaFree)(NULL);
     if (!is_lms(devPtr))
         return REAL(cudaFree) != NULL ? REAL(cudaFree)(devPtr) : cudaErrorInvalidValue;
-    return rt_error(said(lms_free(devPtr, NULL)));
+    return rt_error(said(lms_free(devPtr, LMS_ALL_STREAMS)));
 }
 
 static cudaError_t hook_cudaMemGetInfo(size_t *free_b, size_t *total_b)
@@ -174,12 +181,186 @@ static CUresult hook_cuMemFree_v2(CUdeviceptr dptr)
     void *p = (void *)(uintptr_t)dptr;
     if (dptr == 0 || !is_lms(p))
         return REAL(cuMemFree_v2) != NULL ? REAL(cuMemFree_v2)(dptr) : CUDA_ERROR_INVALID_VALUE;
-    return drv_error(said(lms_free(p, NULL)));
+    return drv_error(said(lms_free(p, LMS_ALL_STREAMS)));
 }
 
 static CUresult hook_cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
     return drv_error(said(lms_memory_info(free_b, total_b)));
+}
+
+/* ---- stream-ordered allocation ----------------------------------------------------- */
+
+/* size bytes on the lms stream adopted for the program's `stream`. */
+static lms_status_t malloc_on(void **p, size_t size, void *stream)
+{
+    lms_stream_t s;
+    lms_status_t st = lms_stream_adopt(stream, &s);
+    return said(st == LMS_OK ? lms_malloc(p, size, s) : st);
+}
+
+static lms_status_t free_on(void *p, void *stream)
+{
+    lms_stream_t s;
+    lms_status_t st = lms_stream_adopt(stream, &s);
+    return said(st == LMS_OK ? lms_free(p, s) : st);
+}
+
+static cudaError_t hook_cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    if (devPtr == NULL)
+        return cudaErrorInvalidValue;
+    return rt_error(malloc_on(devPtr, size, hStream));
+}
+
+static cudaError_t hook_cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    if (devPtr != NULL && !is_lms(devPtr))
+        return REAL(cudaFreeAsync) != NULL ? REAL(cudaFreeAsync)(devPtr, hStream)
+                                           : cudaErrorInvalidValue;
+    return rt_error(free_on(devPtr, hStream));
+}
+
+static CUresult hook_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    if (dptr == NULL || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p;
+    lms_status_t st = malloc_on(&p, bytesize, hStream);
+    if (st == LMS_OK)
+        *dptr = (CUdeviceptr)(uintptr_t)p;
+    return drv_error(st);
+}
+
+static CUresult hook_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    void *p = (void *)(uintptr_t)dptr;
+    if (dptr == 0 || !is_lms(p))
+        return REAL(cuMemFreeAsync) != NULL ? REAL(cuMemFreeAsync)(dptr, hStream)
+                                            : CUDA_ERROR_INVALID_VALUE;
+    return drv_error(free_on(p, hStream));
+}
+
+/* The _ptsz twins: stream 0 means the calling thread's default stream, which
+ * lms treats as the legacy one (lms.h, lms_stream_adopt), and CUDA gets the
+ * call as made. */
+#define hook_cudaMallocAsync_ptsz hook_cudaMallocAsync
+#define hook_cuMemAllocAsync_ptsz hook_cuMemAllocAsync
+
+static cudaError_t hook_cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    if (devPtr != NULL && !is_lms(devPtr))
+        return REAL(cudaFreeAsync_ptsz) != NULL ? REAL(cudaFreeAsync_ptsz)(devPtr, hStream)
+                                                : cudaErrorInvalidValue;
+    return rt_error(free_on(devPtr, hStream));
+}
+
+static CUresult hook_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    void *p = (void *)(uintptr_t)dptr;
+    if (dptr == 0 || !is_lms(p))
+        return REAL(cuMemFreeAsync_ptsz) != NULL ? REAL(cuMemFreeAsync_ptsz)(dptr, hStream)
+                                                 : CUDA_ERROR_INVALID_VALUE;
+    return drv_error(free_on(p, hStream));
+}
+
+/* lms lets go of the stream (waiting for its work) before CUDA destroys it. */
+static cudaError_t hook_cudaStreamDestroy(cudaStream_t stream)
+{
+    lms_status_t st = said(lms_stream_unadopt(stream));
+    if (st != LMS_OK)
+        return rt_error(st);
+    return REAL(cudaStreamDestroy) != NULL ? REAL(cudaStreamDestroy)(stream) : MISSING_rt;
+}
+
+static CUresult hook_cuStreamDestroy_v2(CUstream hStream)
+{
+    lms_status_t st = said(lms_stream_unadopt(hStream));
+    if (st != LMS_OK)
+        return drv_error(st);
+    return REAL(cuStreamDestroy_v2) != NULL ? REAL(cuStreamDestroy_v2)(hStream) : MISSING_drv;
+}
+
+/* ---- launches ----------------------------------------------------------------------- */
+
+/* Each makes what the launch points to resident (launch.h), then launches;
+ * a launch whose memory cannot be made resident does not go to CUDA. */
+#define LAUNCH(lib, kind, fn, stream, params, extra, real_call)                              \
+    do {                                                                                     \
+        lms_status_t st_ = said(launch_access(kind, fn, stream, params, extra));             \
+        if (st_ != LMS_OK)                                                                   \
+            return lib##_error(st_);                                                         \
+        return real_call;                                                                    \
+    } while (0)
+#define REAL_OR(name, args, missing) (REAL(name) != NULL ? REAL(name) args : (missing))
+
+static cudaError_t hook_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim,
+                                         void **args, size_t sharedMem, cudaStream_t stream)
+{
+    LAUNCH(rt, LAUNCH_RUNTIME, func, stream, args, NULL,
+           REAL_OR(cudaLaunchKernel, (func, gridDim, blockDim, args, sharedMem, stream), MISSING_rt));
+}
+
+static cudaError_t hook_cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim,
+                                              void **args, size_t sharedMem, cudaStream_t stream)
+{
+    LAUNCH(rt, LAUNCH_RUNTIME, func, stream, args, NULL,
+           REAL_OR(cudaLaunchKernel_ptsz, (func, gridDim, blockDim, args, sharedMem, stream),
+                   MISSING_rt));
+}
+
+static cudaError_t hook_cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
+                                            void **args)
+{
+    if (config == NULL)
+        return cudaErrorInvalidValue;
+    LAUNCH(rt, LAUNCH_RUNTIME, func, config->stream, args, NULL,
+           REAL_OR(cudaLaunchKernelExC, (config, func, args), MISSING_rt));
+}
+
+static cudaError_t hook_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config,
+                                                 const void *func, void **args)
+{
+    if (config == NULL)
+        return cudaErrorInvalidValue;
+    LAUNCH(rt, LAUNCH_RUNTIME, func, config->stream, args, NULL,
+           REAL_OR(cudaLaunchKernelExC_ptsz, (config, func, args), MISSING_rt));
+}
+
+static CUresult hook_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                    CUstream hStream, void **kernelParams, void **extra)
+{
+    LAUNCH(drv, LAUNCH_DRIVER, f, hStream, kernelParams, extra,
+           REAL_OR(cuLaunchKernel, (f, gx, gy, gz, bx, by, bz, shared, hStream, kernelParams, extra),
+                   MISSING_drv));
+}
+
+static CUresult hook_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                         unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                         CUstream hStream, void **kernelParams, void **extra)
+{
+    LAUNCH(drv, LAUNCH_DRIVER, f, hStream, kernelParams, extra,
+           REAL_OR(cuLaunchKernel_ptsz,
+                   (f, gx, gy, gz, bx, by, bz, shared, hStream, kernelParams, extra), MISSING_drv));
+}
+
+static CUresult hook_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                                      void **kernelParams, void **extra)
+{
+    if (config == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    LAUNCH(drv, LAUNCH_DRIVER, f, config->hStream, kernelParams, extra,
+           REAL_OR(cuLaunchKernelEx, (config, f, kernelParams, extra), MISSING_drv));
+}
+
+static CUresult hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                           void **kernelParams, void **extra)
+{
+    if (config == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    LAUNCH(drv, LAUNCH_DRIVER, f, config->hStream, kernelParams, extra,
+           REAL_OR(cuLaunchKernelEx_ptsz, (config, f, kernelParams, extra), MISSING_drv));
 }
 
 /* ---- the exported wrappers --------------------------------------------------------- */

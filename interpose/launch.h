@@ -1,0 +1,32 @@
+/*
+ * interpose/launch.h — what a kernel launch touches, made resident before the
+ * launch goes to CUDA (DESIGN.md: "Where access knowledge comes from", 2).
+ *
+ * For each function launched, the layout of its parameters comes from the
+ * driver once (cuFuncGetParamInfo, or cuKernelGetParamInfo for a CUkernel;
+ * a runtime stub is first turned into its CUfunction with
+ * cudaGetFuncBySymbol) and is kept for the life of the process. The launch's
+ * parameters are scanned with it (scan.h), and every allocation a word points
+ * into is made resident on the launch's stream (lms_access_pointers, on the
+ * stream adopted for it), for reading and writing.
+ */
+#ifndef LMS_INTERPOSE_LAUNCH_H
+#define LMS_INTERPOSE_LAUNCH_H
+
+#include "lms.h"
+
+typedef enum launch_kind {
+    LAUNCH_RUNTIME, /* fn is a runtime stub: the host function nvcc made */
+    LAUNCH_DRIVER,  /* fn is a CUfunction, or a CUkernel */
+} launch_kind_t;
+
+/* Makes resident what a launch of fn on the CUDA stream `stream` with these
+ * parameters points to (params: the kernelParams form, else extra: the
+ * CU_LAUNCH_PARAM_BUFFER_POINTER form). The range stays resident until the
+ * calling thread's next lms call: launch at once. LMS_OK when nothing is
+ * lms's; the failure of lms_access_pointers (out of memory: then the launch
+ * must not go ahead) or of adopting the stream otherwise. */
+lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, void **params,
+                           void **extra);
+
+#endif /* LMS_INTERPOSE_LAUNCH_H */

@@ -1,0 +1,49 @@
+/*
+ * tests/interpose/fake_cuda.h — a stand-in for the parts of libcuda and
+ * libcudart that kernel launches go through, for testing the launch hooks
+ * on a machine without a GPU (libfake_cuda.so, fake_cuda.c).
+ *
+ * A fake function is a fake_fn_t: its address is the CUfunction (or, with
+ * FAKE_KERNEL, the CUkernel) handed to a launch, and cuFuncGetParamInfo
+ * (or cuKernelGetParamInfo) answer from its layout. A runtime stub is
+ * bound to one with fake_bind_stub, for cudaGetFuncBySymbol.
+ *
+ * A launch "runs the kernel" at once, on the calling thread: for every
+ * 8-byte word of its parameters that points into a range given to
+ * fake_expect, it reads that range's first, middle and last words until
+ * they hold the expected pattern (the data may still be on its way, as a
+ * kernel's would be behind a stream wait), failing after 10 s. A range
+ * that is not mapped faults, as a kernel on unmapped memory would.
+ */
+#ifndef LMS_TESTS_FAKE_CUDA_H
+#define LMS_TESTS_FAKE_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAKE_MAX_PARAMS 8
+
+typedef struct fake_fn {
+    int kernel; /* FAKE_KERNEL: a CUkernel, which only cuKernelGetParamInfo knows */
+    size_t n;
+    size_t offset[FAKE_MAX_PARAMS], size[FAKE_MAX_PARAMS];
+} fake_fn_t;
+#define FAKE_KERNEL 1
+
+/* Word j of [base, base + bytes) holds fake_word(seed, j). */
+static inline uint64_t fake_word(uint64_t seed, size_t j) { return seed * 0x100000001ull + j; }
+
+typedef struct fake_counts {
+    uint64_t launches;       /* launches that reached the fake */
+    uint64_t checked;        /* pointers whose range was found as expected */
+    uint64_t wrong;          /* pointers whose range never held the pattern */
+    uint64_t param_queries;  /* cuFuncGetParamInfo and cuKernelGetParamInfo calls */
+    uint64_t stream_destroys;
+    void *last_stream;       /* the stream of the last launch */
+} fake_counts_t;
+
+void fake_expect(const void *base, size_t bytes, uint64_t seed);
+void fake_bind_stub(const void *stub, const fake_fn_t *fn);
+fake_counts_t fake_counts(void);
+
+#endif /* LMS_TESTS_FAKE_CUDA_H */
