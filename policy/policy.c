@@ -202,40 +202,48 @@ static bool same(const event_t *a, const event_t *b)
 /* ---- the schedule ------------------------------------------------------------ */
 
 /* Makes cur[from .. ncur) the schedule and starts a new iteration at
- * position 0. On failure nothing changed. */
+ * position 0. On failure nothing changed. The index of uses (start, use)
+ * costs O(nchunks) to build: an iteration that repeats the schedule's
+ * events keeps it (a followed program's every iteration; and a short
+ * period found, say one launch repeated, commits at every event). */
 static lms_status_t commit(policy_t *p, size_t from)
 {
     const event_t *ev = p->cur + from;
     size_t nev = p->ncur - from;
     if (nev == 0)
         return LMS_OK;
-    uint64_t total = 0;
-    for (size_t i = 0; i < nev; i++)
-        total += ev[i].n;
-    uint32_t *start = total < UINT32_MAX ? base_meta_calloc(p->nchunks + 1, sizeof *start) : NULL;
-    uint32_t *use = start != NULL ? base_meta_alloc((size_t)total * sizeof *use) : NULL;
-    if (use == NULL) {
-        base_meta_free(start);
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "policy: no host memory for a schedule of %zu "
-                         "events (%llu chunk uses)", nev, (unsigned long long)total);
+    bool repeats = p->start != NULL && nev == p->nsched;
+    for (size_t i = 0; repeats && i < nev; i++)
+        repeats = same(&ev[i], &p->sched[i]);
+    if (!repeats) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < nev; i++)
+            total += ev[i].n;
+        uint32_t *start = total < UINT32_MAX ? base_meta_calloc(p->nchunks + 1, sizeof *start) : NULL;
+        uint32_t *use = start != NULL ? base_meta_alloc((size_t)total * sizeof *use) : NULL;
+        if (use == NULL) {
+            base_meta_free(start);
+            return base_fail(LMS_ERR_OUT_OF_MEMORY, "policy: no host memory for a schedule of %zu "
+                             "events (%llu chunk uses)", nev, (unsigned long long)total);
+        }
+        /* counts in start[c + 1], then start[c] = where c's uses begin, used as
+         * a cursor while filling (it ends where c + 1's begin), then shifted */
+        for (size_t i = 0; i < nev; i++)
+            for (uint32_t c = ev[i].first; c < ev[i].first + ev[i].n; c++)
+                start[c + 1]++;
+        for (size_t c = 0; c < p->nchunks; c++)
+            start[c + 1] += start[c];
+        for (size_t i = 0; i < nev; i++)
+            for (uint32_t c = ev[i].first; c < ev[i].first + ev[i].n; c++)
+                use[start[c]++] = (uint32_t)i;
+        for (size_t c = p->nchunks; c > 0; c--)
+            start[c] = start[c - 1];
+        start[0] = 0;
+        base_meta_free(p->start);
+        base_meta_free(p->use);
+        p->start = start;
+        p->use = use;
     }
-    /* counts in start[c + 1], then start[c] = where c's uses begin, used as
-     * a cursor while filling (it ends where c + 1's begin), then shifted */
-    for (size_t i = 0; i < nev; i++)
-        for (uint32_t c = ev[i].first; c < ev[i].first + ev[i].n; c++)
-            start[c + 1]++;
-    for (size_t c = 0; c < p->nchunks; c++)
-        start[c + 1] += start[c];
-    for (size_t i = 0; i < nev; i++)
-        for (uint32_t c = ev[i].first; c < ev[i].first + ev[i].n; c++)
-            use[start[c]++] = (uint32_t)i;
-    for (size_t c = p->nchunks; c > 0; c--)
-        start[c] = start[c - 1];
-    start[0] = 0;
-    base_meta_free(p->start);
-    base_meta_free(p->use);
-    p->start = start;
-    p->use = use;
     if (from > 0)
         memmove(p->cur, ev, nev * sizeof *ev);
     /* the current events become the schedule; its old buffer, the next iteration's */

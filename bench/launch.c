@@ -1,0 +1,116 @@
+/*
+ * bench/launch.c — what the launch hook adds to a kernel launch
+ * (interpose/launch.h): finding the kernel's parameter layout, scanning its
+ * parameters for pointers into lms's range, and making the allocations they
+ * point to resident on the launch's stream, when nothing has to move.
+ *
+ * The kernel has 8 pointer parameters, each to its own resident allocation
+ * (4 KiB). Its launch goes through liblms.so's cuLaunchKernel to a stand-in
+ * CUDA (tests/interpose/fake_cuda.h) whose launch only counts it; the same
+ * stand-in launch called directly is the baseline, in batches alternating
+ * with the hooked ones. One JSON line:
+ *   {"bench":"launch","case":"scan8","ns_p50":N,...}
+ * ns_p50 is the hooked launch's median less the direct one's (target: under
+ * 500 ns). The backend is lms's (LMS_BACKEND); the real launch on a GPU,
+ * with and without the hook, is not measured here yet.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+
+#define BENCH_NAME "launch"
+#include "bench/bench.h"
+#include "tests/interpose/fake_cuda.h"
+
+#define BATCHES 400
+#define PER_BATCH 256
+
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void **, void **);
+
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static void host_cpu(char *out, size_t size)
+{
+    snprintf(out, size, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':') != NULL) {
+            snprintf(out, size, "%s", strchr(line, ':') + 2);
+            out[strcspn(out, "\n")] = '\0';
+            break;
+        }
+    if (f != NULL)
+        fclose(f);
+}
+
+/* ns per launch of one batch. */
+static double batch(launch_fn launch, const fake_fn_t *fn, void **params)
+{
+    double t0 = now_ns();
+    for (int i = 0; i < PER_BATCH; i++)
+        if (launch((CUfunction)(uintptr_t)fn, 1, 1, 1, 128, 1, 1, 0, NULL, params, NULL) !=
+            CUDA_SUCCESS)
+            bench_die("a launch");
+    return (now_ns() - t0) / PER_BATCH;
+}
+
+int main(void)
+{
+    void *self = dlopen(NULL, RTLD_NOW), *fake = dlopen("libfake_cuda.so", RTLD_NOW | RTLD_NOLOAD);
+    launch_fn hooked = (launch_fn)dlsym(self, "cuLaunchKernel"); /* liblms.so's: it comes first */
+    launch_fn direct = fake != NULL ? (launch_fn)dlsym(fake, "cuLaunchKernel") : NULL;
+    if (hooked == NULL || direct == NULL || hooked == direct) {
+        fprintf(stderr, "bench/launch: liblms.so's hook and the stand-in are not both there\n");
+        return 1;
+    }
+    void *p[8], *params[8];
+    for (int i = 0; i < 8; i++) {
+        bench_check(lms_malloc(&p[i], 4096, NULL), "lms_malloc");
+        params[i] = &p[i];
+    }
+    static const fake_fn_t fn = {0, 8, {0, 8, 16, 24, 32, 40, 48, 56}, {8, 8, 8, 8, 8, 8, 8, 8}};
+    for (int i = 0; i < 16; i++) /* warm: the layout, the stream, the chunks */
+        (void)batch(hooked, &fn, params), (void)batch(direct, &fn, params);
+    lms_stats_t before, after;
+    bench_check(lms_stats(&before), "lms_stats");
+    double h[BATCHES], d[BATCHES];
+    for (int b = 0; b < BATCHES; b++) {
+        h[b] = batch(hooked, &fn, params);
+        d[b] = batch(direct, &fn, params);
+    }
+    bench_check(lms_stats(&after), "lms_stats");
+    uint64_t reached = fake_counts().launches; /* every launch, hooked or not, got there */
+    if (reached != (uint64_t)(BATCHES + 16) * 2 * PER_BATCH) {
+        fprintf(stderr, "bench/launch: %llu launches reached the stand-in\n",
+                (unsigned long long)reached);
+        return 1;
+    }
+    double h50 = bench_quantile(h, BATCHES, 0.5), h90 = bench_quantile(h, BATCHES, 0.9);
+    double d50 = bench_quantile(d, BATCHES, 0.5);
+    char cpu[128];
+    host_cpu(cpu, sizeof cpu);
+    const char *backend = getenv("LMS_BACKEND");
+    printf("{\"bench\":\"launch\",\"case\":\"scan8\",\"ns_p50\":%.1f,\"hooked_ns_p50\":%.1f,"
+           "\"hooked_ns_p90\":%.1f,\"direct_ns_p50\":%.1f,\"launches\":%d,\"fetches\":%llu,"
+           "\"target_ns\":500,\"backend\":",
+           h50 - d50, h50, h90, d50, BATCHES * PER_BATCH,
+           (unsigned long long)(after.fetches - before.fetches));
+    bench_json_string(backend != NULL ? backend : "auto");
+    printf(",\"host_cpu\":");
+    bench_json_string(cpu);
+    printf("}\n");
+    for (int i = 0; i < 8; i++)
+        bench_check(lms_free(p[i], NULL), "lms_free");
+    return 0;
+}
