@@ -65,6 +65,18 @@
     X(drv, CUresult, cuLaunchKernelEx, (const CUlaunchConfig *config, CUfunction f,           \
       void **kernelParams, void **extra), (config, f, kernelParams, extra))                  \
     X(drv, CUresult, cuLaunchKernelEx_ptsz, (const CUlaunchConfig *config, CUfunction f,      \
-      void **kernelParams, void **extra), (config, f, kernelParams, extra))
+      void **kernelParams, void **extra), (config, f, kernelParams, extra))                  \
+    X(drv, CUresult, cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion,      \
+      cuuint64_t flags), (symbol, pfn, cudaVersion, flags))                                  \
+    X(drv, CUresult, cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion,   \
+      cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus),                       \
+      (symbol, pfn, cudaVersion, flags, symbolStatus))                                       \
+    X(rt, cudaError_t, cudaGetDriverEntryPoint, (const char *symbol, void **funcPtr,          \
+      unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus),          \
+      (symbol, funcPtr, flags, driverStatus))                                                \
+    X(rt, cudaError_t, cudaGetDriverEntryPointByVersion, (const char *symbol, void **funcPtr, \
+      unsigned int cudaVersion, unsigned long long flags,                                    \
+      enum cudaDriverEntryPointQueryResult *driverStatus),                                   \
+      (symbol, funcPtr, cudaVersion, flags, driverStatus))
 
 #endif /* LMS_INTERPOSE_HOOKS_H */

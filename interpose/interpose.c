@@ -31,10 +31,15 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#undef cuGetProcAddress /* cuda.h's name for cuGetProcAddress_v2; the hooks have both */
+/* Programs still call deprecated entry points (cudaGetDriverEntryPoint):
+ * the hooks define them. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #include "lms.h"
 #include "base/base.h"
@@ -74,7 +79,7 @@ static void *real_fn(int i)
 {
     void *f = __atomic_load_n(&real_sym[i], __ATOMIC_ACQUIRE);
     if (f == NULL) {
-        f = dlsym(RTLD_NEXT, hook_name[i]);
+        f = interpose_sym(hook_name[i]);
         __atomic_store_n(&real_sym[i], f, __ATOMIC_RELEASE);
     }
     return f;
@@ -361,6 +366,107 @@ static CUresult hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunct
         return CUDA_ERROR_INVALID_VALUE;
     LAUNCH(drv, LAUNCH_DRIVER, f, config->hStream, kernelParams, extra,
            REAL_OR(cuLaunchKernelEx_ptsz, (config, f, kernelParams, extra), MISSING_drv));
+}
+
+/* ---- entry points looked up by name ----------------------------------------------- */
+
+/*
+ * Note [Lookups by name]
+ * The runtime and libraries such as Triton get driver functions by name
+ * (cuGetProcAddress, cudaGetDriverEntryPoint*), which a preload does not
+ * reach. Each lookup goes to CUDA first, so whether and in which version a
+ * function exists stays CUDA's answer; when CUDA found it and the name is
+ * one of the hooks' (by base name: the _v2 of cuMemAlloc, cuMemFree,
+ * cuMemGetInfo and cuStreamDestroy, asked for CUDA 4.0 or later; the _ptsz
+ * twin when the per-thread default stream is asked for), the answer is
+ * lms's wrapper instead. The lookup functions are hooked too, so a lookup
+ * of cuGetProcAddress itself gets lms's.
+ */
+
+static const char hook_lib[NHOOKS] = {
+#define HOOK_LIB(lib, ret, name, params, args) #lib[0], /* 'r' or 'd' */
+    LMS_HOOKS(HOOK_LIB)
+#undef HOOK_LIB
+};
+
+static void *const hook_wrapper[NHOOKS] = {
+#define HOOK_ADDRESS(lib, ret, name, params, args) (void *)name,
+    LMS_HOOKS(HOOK_ADDRESS)
+#undef HOOK_ADDRESS
+};
+
+static int driver_hook(const char *name)
+{
+    for (int i = 0; i < NHOOKS; i++)
+        if (hook_lib[i] == 'd' && strcmp(hook_name[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* lms's wrapper for the driver function `symbol` (a base name), or NULL. */
+static void *wrapper_for(const char *symbol, int version, uint64_t flags)
+{
+    char name[96];
+    if (symbol == NULL || strlen(symbol) > 80)
+        return NULL;
+    const char *suffix[] = {flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? "_ptsz" : "",
+                            version >= 4000 ? "_v2" : "", ""};
+    for (int k = 0; k < 3; k++) {
+        if (k < 2 && suffix[k][0] == '\0')
+            continue;
+        snprintf(name, sizeof name, "%s%s", symbol, suffix[k]);
+        int i = driver_hook(name);
+        if (i >= 0)
+            return hook_wrapper[i];
+    }
+    return NULL;
+}
+
+static void swap_in(void **fn, const char *symbol, int version, uint64_t flags)
+{
+    void *w = fn != NULL && *fn != NULL ? wrapper_for(symbol, version, flags) : NULL;
+    if (w != NULL)
+        *fn = w;
+}
+
+static CUresult hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                      cuuint64_t flags)
+{
+    CUresult r = REAL_OR(cuGetProcAddress, (symbol, pfn, cudaVersion, flags), MISSING_drv);
+    if (r == CUDA_SUCCESS)
+        swap_in(pfn, symbol, cudaVersion, flags);
+    return r;
+}
+
+static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    CUresult r = REAL_OR(cuGetProcAddress_v2, (symbol, pfn, cudaVersion, flags, status), MISSING_drv);
+    if (r == CUDA_SUCCESS && (status == NULL || *status == CU_GET_PROC_ADDRESS_SUCCESS))
+        swap_in(pfn, symbol, cudaVersion, flags);
+    return r;
+}
+
+static cudaError_t hook_cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
+                                                unsigned long long flags,
+                                                enum cudaDriverEntryPointQueryResult *status)
+{
+    cudaError_t r = REAL_OR(cudaGetDriverEntryPoint, (symbol, funcPtr, flags, status), MISSING_rt);
+    if (r == cudaSuccess && (status == NULL || *status == cudaDriverEntryPointSuccess))
+        swap_in(funcPtr, symbol, CUDA_VERSION, flags);
+    return r;
+}
+
+static cudaError_t hook_cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
+                                                         unsigned int cudaVersion,
+                                                         unsigned long long flags,
+                                                         enum cudaDriverEntryPointQueryResult *status)
+{
+    cudaError_t r = REAL_OR(cudaGetDriverEntryPointByVersion,
+                            (symbol, funcPtr, cudaVersion, flags, status), MISSING_rt);
+    if (r == cudaSuccess && (status == NULL || *status == cudaDriverEntryPointSuccess))
+        swap_in(funcPtr, symbol, (int)cudaVersion, flags);
+    return r;
 }
 
 /* ---- the exported wrappers --------------------------------------------------------- */

@@ -57,10 +57,7 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- the driver's and the runtime's answers ---------------------------------- */
 
-/* name from the CUDA library that defines it: the process's next definition
- * after liblms.so, else libcuda.so.1 if it is loaded already (the runtime
- * may load it without adding it to the global scope). NULL if neither. */
-static void *cuda_sym(const char *name)
+void *interpose_sym(const char *name)
 {
     void *f = dlsym(RTLD_NEXT, name);
     if (f == NULL) {
@@ -81,14 +78,14 @@ static bool ask_layout(launch_kind_t kind, const void *fn, scan_param_t *p, size
 {
     void *f = (void *)fn;
     if (kind == LAUNCH_RUNTIME) {
-        cudaError_t (*by_symbol)(cudaFunction_t *, const void *) = cuda_sym("cudaGetFuncBySymbol");
+        cudaError_t (*by_symbol)(cudaFunction_t *, const void *) = interpose_sym("cudaGetFuncBySymbol");
         cudaFunction_t cf;
         if (by_symbol == NULL || by_symbol(&cf, fn) != cudaSuccess)
             return false;
         f = (void *)cf;
     }
-    param_info_t ask[2] = {(param_info_t)cuda_sym("cuFuncGetParamInfo"),
-                           (param_info_t)cuda_sym("cuKernelGetParamInfo")};
+    param_info_t ask[2] = {(param_info_t)interpose_sym("cuFuncGetParamInfo"),
+                           (param_info_t)interpose_sym("cuKernelGetParamInfo")};
     for (int a = 0; a < 2; a++) {
         if (ask[a] == NULL)
             continue;

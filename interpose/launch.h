@@ -29,4 +29,9 @@ typedef enum launch_kind {
 lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, void **params,
                            void **extra);
 
+/* name from the CUDA library that defines it: the process's next definition
+ * after liblms.so, else libcuda.so.1's if it is loaded already (the runtime
+ * may load it without adding it to the global scope). NULL if neither. */
+void *interpose_sym(const char *name);
+
 #endif /* LMS_INTERPOSE_LAUNCH_H */

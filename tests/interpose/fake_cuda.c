@@ -192,3 +192,45 @@ API CUresult cuStreamDestroy_v2(CUstream stream)
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
 }
+
+/* Lookups by name: the stand-in's own functions, and two that only have to
+ * exist (cuMemAlloc, cuCtxSynchronize); anything else is not found. */
+static void stand_in(void) {}
+
+static void *by_name(const char *symbol)
+{
+    if (strcmp(symbol, "cuLaunchKernel") == 0)
+        return (void *)cuLaunchKernel;
+    if (strcmp(symbol, "cuLaunchKernelEx") == 0)
+        return (void *)cuLaunchKernelEx;
+    if (strcmp(symbol, "cuMemAlloc") == 0 || strcmp(symbol, "cuCtxSynchronize") == 0)
+        return (void *)stand_in;
+    return NULL;
+}
+
+API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                 CUdriverProcAddressQueryResult *status)
+{
+    (void)version, (void)flags;
+    *pfn = by_name(symbol);
+    if (status != NULL)
+        *status = *pfn != NULL ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return *pfn != NULL ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+#undef cuGetProcAddress
+API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
+}
+
+API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn, unsigned version,
+                                                 unsigned long long flags,
+                                                 enum cudaDriverEntryPointQueryResult *status)
+{
+    (void)version, (void)flags;
+    *pfn = by_name(symbol);
+    if (status != NULL)
+        *status = *pfn != NULL ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+    return cudaSuccess;
+}

@@ -14,6 +14,8 @@
  * a launch whose memory cannot fit fails without reaching CUDA, a stream
  * destroyed is forgotten, and stream-ordered allocation is lms's.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +194,41 @@ int main(void)
     CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&fa, 1, 1, 1, 32, 1, 1, 0, st, pa, NULL) ==
               CUDA_SUCCESS, "cuLaunchKernel on a stream destroyed and made again");
     expect_checked(c.checked, 2, "after the stream was destroyed");
+
+    /* lookups by name give lms's wrappers for what lms hooks, once CUDA found it */
+    void *self = dlopen(NULL, RTLD_NOW), *fake = dlopen("libfake_cuda.so", RTLD_NOW | RTLD_NOLOAD);
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult found;
+    CHECK(fake != NULL, "the stand-in is loaded");
+    CHECK(cuGetProcAddress("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found) ==
+              CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS, "cuGetProcAddress_v2");
+    CHECK(fn == dlsym(self, "cuLaunchKernel") && fn != dlsym(fake, "cuLaunchKernel"),
+          "cuGetProcAddress gives lms's cuLaunchKernel");
+    CHECK(cuGetProcAddress("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                           &found) == CUDA_SUCCESS && fn == dlsym(self, "cuLaunchKernel_ptsz"),
+          "...and its _ptsz twin for the per-thread default stream");
+    typedef CUresult (*v1_t)(const char *, void **, int, cuuint64_t);
+    v1_t v1 = (v1_t)dlsym(self, "cuGetProcAddress");
+    CHECK(v1 != NULL && v1("cuMemAlloc", &fn, 12000, 0) == CUDA_SUCCESS &&
+              fn == dlsym(self, "cuMemAlloc_v2"), "cuGetProcAddress (v1): cuMemAlloc is cuMemAlloc_v2");
+    CHECK(cuGetProcAddress("cuCtxSynchronize", &fn, 12000, 0, &found) == CUDA_SUCCESS &&
+              fn != NULL && fn != dlsym(self, "cuCtxSynchronize"), "what lms does not hook is CUDA's");
+    CHECK(cuGetProcAddress("cuNothing", &fn, 12000, 0, &found) == CUDA_ERROR_NOT_FOUND &&
+              found == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, "what CUDA does not have, lms does not add");
+    enum cudaDriverEntryPointQueryResult rfound;
+    CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &fn, 12000, cudaEnableDefault,
+                                           &rfound) == cudaSuccess &&
+              fn == dlsym(self, "cuLaunchKernelEx"), "cudaGetDriverEntryPointByVersion");
+    /* and a launch through what the lookup gave is hooked */
+    CHECK(cuGetProcAddress("cuLaunchKernel", &fn, 12000, 0, &found) == CUDA_SUCCESS, "lookup");
+    CUresult (*looked_up)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                          unsigned, CUstream, void **, void **) = (__typeof__(looked_up))fn;
+    pa[1] = &buf[11];
+    s.p = buf[1];
+    c = fake_counts();
+    CHECK(looked_up((CUfunction)(uintptr_t)&fa, 1, 1, 1, 32, 1, 1, 0, st, pa, NULL) == CUDA_SUCCESS,
+          "a launch through cuGetProcAddress's answer");
+    expect_checked(c.checked, 2, "a launch through cuGetProcAddress's answer");
 
     lms_stats_t t1;
     CHECK(lms_stats(&t1) == LMS_OK, "stats");
