@@ -518,6 +518,17 @@ static lms_status_t destroy_object(check_t *c, table_t *t, const char *op, const
     return st;
 }
 
+/* Hands out the stream the layer below just made (st: how that went). */
+static lms_status_t add_stream(check_t *c, lms_status_t st, dev_stream_t *inner, dev_stream_t **out)
+{
+    uint64_t handle;
+    if (st == LMS_OK)
+        st = add_object(c, &c->streams, inner, &handle);
+    if (st == LMS_OK)
+        *out = (dev_stream_t *)(uintptr_t)handle;
+    return st;
+}
+
 static lms_status_t check_stream_create(void *self, dev_priority_t priority, dev_stream_t **out)
 {
     check_t *c = self;
@@ -525,14 +536,9 @@ static lms_status_t check_stream_create(void *self, dev_priority_t priority, dev
         return invalid("stream_create", "NULL output");
     if (priority != DEV_PRIORITY_NORMAL && priority != DEV_PRIORITY_HIGH)
         return invalid("stream_create", "unknown priority");
-    dev_stream_t *inner;
-    uint64_t handle;
+    dev_stream_t *inner = NULL;
     lms_status_t st = INNER(c, stream_create, priority, &inner);
-    if (st == LMS_OK)
-        st = add_object(c, &c->streams, inner, &handle);
-    if (st == LMS_OK)
-        *out = (dev_stream_t *)(uintptr_t)handle;
-    return st;
+    return add_stream(c, st, inner, out);
 }
 
 static lms_status_t check_stream_adopt(void *self, uint64_t native, dev_stream_t **out)
@@ -542,14 +548,9 @@ static lms_status_t check_stream_adopt(void *self, uint64_t native, dev_stream_t
         return invalid("stream_adopt", "NULL output");
     if (native == 0)
         return invalid("stream_adopt", "native stream 0 (the legacy default stream is 0x1)");
-    dev_stream_t *inner;
-    uint64_t handle;
+    dev_stream_t *inner = NULL;
     lms_status_t st = INNER(c, stream_adopt, native, &inner);
-    if (st == LMS_OK)
-        st = add_object(c, &c->streams, inner, &handle);
-    if (st == LMS_OK)
-        *out = (dev_stream_t *)(uintptr_t)handle;
-    return st;
+    return add_stream(c, st, inner, out);
 }
 
 static lms_status_t check_stream_destroy(void *self, dev_stream_t *stream)

@@ -12,17 +12,22 @@
  * behaves as with no preload.
  *
  * Note [What the hooks cover so far]
- * Allocation, free and memory info, runtime and driver: cudaMalloc,
- * cudaFree, cudaMemGetInfo, cuMemAlloc_v2, cuMemFree_v2, cuMemGetInfo_v2.
- * Memory info reports lms's budget (lms_memory_info), so LMS_DEVICE_LIMIT is
- * the device size a framework sees. A pointer lms did not hand out (memory
- * the program allocated before lms was enabled, or in a library that binds
- * its own calls) goes to the real free. Not yet hooked, so not yet usable on
- * a GPU: kernel launches, copies and memsets, and stream-ordered
- * allocation. Memory lms hands out is backed only when an access makes it
- * resident, so a kernel launched on it without a launch hook would touch
+ * Allocation, free and memory info, runtime and driver, stream-ordered
+ * ones included (on the stream adopted for the program's: lms.h,
+ * lms_stream_adopt). Memory info reports lms's budget (lms_memory_info), so
+ * LMS_DEVICE_LIMIT is the device size a framework sees. cudaFree and
+ * cuMemFree free for all streams (LMS_ALL_STREAMS): CUDA's contract without
+ * its synchronize. A pointer lms did not hand out (memory the program
+ * allocated before lms was enabled, or in a library that binds its own
+ * calls) goes to the real free. Memory-pool calls (cudaMemPool*, the pools
+ * of cudaMallocAsync) go to CUDA unchanged: they describe CUDA's pools,
+ * which lms's allocations are not in. Kernel launches make what their
+ * parameters point to resident first (launch.h). Stream destroys let lms
+ * forget the stream first. Lookups by name answer lms's wrappers (Note
+ * [Lookups by name]). Not hooked yet: copies and memsets, NCCL, graph
+ * capture; a copy on lms memory that no launch made resident would touch
  * unmapped memory (the one hard rule). On the sim backend nothing runs
- * kernels, and the hooks are what tests/interpose checks.
+ * kernels: tests/interpose checks the hooks with a stand-in CUDA.
  *
  * A program that links libcudart statically (nvcc's default) binds its
  * runtime calls inside itself: no preload reaches them. PyTorch links the

@@ -24,17 +24,7 @@
 #define MIB ((size_t)1 << 20)
 #define LIMIT (64 * MIB)
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "FAIL: %s:%d: ", __FILE__, __LINE__);                           \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-            failures++;                                                                      \
-        }                                                                                    \
-    } while (0)
+#include "probe.h"
 
 typedef int (*range_fn)(void **base, size_t *bytes);
 typedef int (*owner_fn)(const void *ptr, void **base, size_t *size);
