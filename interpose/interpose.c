@@ -139,17 +139,6 @@ static lms_status_t said(lms_status_t st)
     return st;
 }
 
-/* Whether lms handed out ptr's address range (false also when lms cannot
- * start: then nothing is lms's). */
-static bool is_lms(const void *ptr)
-{
-    void *base;
-    size_t bytes;
-    if (said(lms_reserved_range(&base, &bytes)) != LMS_OK)
-        return false;
-    uintptr_t a = (uintptr_t)ptr, b = (uintptr_t)base;
-    return a >= b && a - b < bytes;
-}
 
 #define REAL(name) ((__typeof__(&name))real_fn(HOOK_##name))
 
@@ -164,7 +153,7 @@ static cudaError_t hook_cudaFree(void *devPtr)
 {
     if (devPtr == NULL)
         return on_sim() || REAL(cudaFree) == NULL ? cudaSuccess : REAL(cudaFree)(NULL);
-    if (!is_lms(devPtr))
+    if (!interpose_owns(devPtr))
         return REAL(cudaFree) != NULL ? REAL(cudaFree)(devPtr) : cudaErrorInvalidValue;
     return rt_error(said(lms_free(devPtr, LMS_ALL_STREAMS)));
 }
@@ -189,7 +178,7 @@ static CUresult hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 static CUresult hook_cuMemFree_v2(CUdeviceptr dptr)
 {
     void *p = (void *)(uintptr_t)dptr;
-    if (dptr == 0 || !is_lms(p))
+    if (dptr == 0 || !interpose_owns(p))
         return REAL(cuMemFree_v2) != NULL ? REAL(cuMemFree_v2)(dptr) : CUDA_ERROR_INVALID_VALUE;
     return drv_error(said(lms_free(p, LMS_ALL_STREAMS)));
 }
@@ -201,19 +190,26 @@ static CUresult hook_cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 
 /* ---- stream-ordered allocation ----------------------------------------------------- */
 
-/* size bytes on the lms stream adopted for the program's `stream`. */
+/* size bytes on the lms stream adopted for the program's `stream`; a
+ * handle found stale is adopted again (Note [Stream handles] in launch.c). */
 static lms_status_t malloc_on(void **p, size_t size, void *stream)
 {
     lms_stream_t s;
-    lms_status_t st = lms_stream_adopt(stream, &s);
-    return said(st == LMS_OK ? lms_malloc(p, size, s) : st);
+    lms_status_t st = interpose_stream(stream, false, &s);
+    if (st == LMS_OK && (st = lms_malloc(p, size, s)) == LMS_ERR_INVALID &&
+        (st = interpose_stream(stream, true, &s)) == LMS_OK)
+        st = lms_malloc(p, size, s);
+    return said(st);
 }
 
 static lms_status_t free_on(void *p, void *stream)
 {
     lms_stream_t s;
-    lms_status_t st = lms_stream_adopt(stream, &s);
-    return said(st == LMS_OK ? lms_free(p, s) : st);
+    lms_status_t st = interpose_stream(stream, false, &s);
+    if (st == LMS_OK && (st = lms_free(p, s)) == LMS_ERR_INVALID &&
+        (st = interpose_stream(stream, true, &s)) == LMS_OK)
+        st = lms_free(p, s);
+    return said(st);
 }
 
 static cudaError_t hook_cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
@@ -221,14 +217,6 @@ static cudaError_t hook_cudaMallocAsync(void **devPtr, size_t size, cudaStream_t
     if (devPtr == NULL)
         return cudaErrorInvalidValue;
     return rt_error(malloc_on(devPtr, size, hStream));
-}
-
-static cudaError_t hook_cudaFreeAsync(void *devPtr, cudaStream_t hStream)
-{
-    if (devPtr != NULL && !is_lms(devPtr))
-        return REAL(cudaFreeAsync) != NULL ? REAL(cudaFreeAsync)(devPtr, hStream)
-                                           : cudaErrorInvalidValue;
-    return rt_error(free_on(devPtr, hStream));
 }
 
 static CUresult hook_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -242,12 +230,21 @@ static CUresult hook_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstrea
     return drv_error(st);
 }
 
-static CUresult hook_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+/* A free of what lms did not hand out goes to `real`, CUDA's. */
+static cudaError_t rt_free_async(void *devPtr, cudaStream_t hStream,
+                                 __typeof__(&cudaFreeAsync) real)
+{
+    if (devPtr != NULL && !interpose_owns(devPtr))
+        return real != NULL ? real(devPtr, hStream) : cudaErrorInvalidValue;
+    return rt_error(free_on(devPtr, hStream));
+}
+
+static CUresult drv_free_async(CUdeviceptr dptr, CUstream hStream,
+                               __typeof__(&cuMemFreeAsync) real)
 {
     void *p = (void *)(uintptr_t)dptr;
-    if (dptr == 0 || !is_lms(p))
-        return REAL(cuMemFreeAsync) != NULL ? REAL(cuMemFreeAsync)(dptr, hStream)
-                                            : CUDA_ERROR_INVALID_VALUE;
+    if (dptr == 0 || !interpose_owns(p))
+        return real != NULL ? real(dptr, hStream) : CUDA_ERROR_INVALID_VALUE;
     return drv_error(free_on(p, hStream));
 }
 
@@ -257,21 +254,24 @@ static CUresult hook_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 #define hook_cudaMallocAsync_ptsz hook_cudaMallocAsync
 #define hook_cuMemAllocAsync_ptsz hook_cuMemAllocAsync
 
+static cudaError_t hook_cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    return rt_free_async(devPtr, hStream, REAL(cudaFreeAsync));
+}
+
 static cudaError_t hook_cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
-    if (devPtr != NULL && !is_lms(devPtr))
-        return REAL(cudaFreeAsync_ptsz) != NULL ? REAL(cudaFreeAsync_ptsz)(devPtr, hStream)
-                                                : cudaErrorInvalidValue;
-    return rt_error(free_on(devPtr, hStream));
+    return rt_free_async(devPtr, hStream, REAL(cudaFreeAsync_ptsz));
+}
+
+static CUresult hook_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return drv_free_async(dptr, hStream, REAL(cuMemFreeAsync));
 }
 
 static CUresult hook_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    void *p = (void *)(uintptr_t)dptr;
-    if (dptr == 0 || !is_lms(p))
-        return REAL(cuMemFreeAsync_ptsz) != NULL ? REAL(cuMemFreeAsync_ptsz)(dptr, hStream)
-                                                 : CUDA_ERROR_INVALID_VALUE;
-    return drv_error(free_on(p, hStream));
+    return drv_free_async(dptr, hStream, REAL(cuMemFreeAsync_ptsz));
 }
 
 /* lms lets go of the stream (waiting for its work) before CUDA destroys it. */

@@ -168,7 +168,7 @@ static __thread struct {
 } streams[STREAM_CACHE];
 static __thread unsigned streams_next;
 
-static lms_status_t stream_for(void *native, bool fresh, lms_stream_t *out)
+lms_status_t interpose_stream(void *native, bool fresh, lms_stream_t *out)
 {
     for (unsigned k = 0; k < STREAM_CACHE; k++)
         if (streams[k].set && streams[k].native == native) {
@@ -190,20 +190,29 @@ static lms_status_t stream_for(void *native, bool fresh, lms_stream_t *out)
 
 /* ---- the launch ----------------------------------------------------------------- */
 
-/* lms's range, once lms is up; {0, 0} while it cannot start. */
+/* lms's range, once lms is up; {0, 0} while it cannot start. Threads that
+ * find it at once store the same values. Kept for the process: the
+ * interposer never calls lms_shutdown (after which the range could move). */
+static uintptr_t range_lo;
+static size_t range_bytes; /* 0: not known yet; stored after range_lo (release) */
+
 static scan_range_t lms_range(void)
 {
-    static scan_range_t r;
-    static bool have;
-    if (!__atomic_load_n(&have, __ATOMIC_ACQUIRE)) {
+    size_t bytes = __atomic_load_n(&range_bytes, __ATOMIC_ACQUIRE);
+    if (bytes == 0) {
         void *base;
-        size_t bytes;
         if (lms_reserved_range(&base, &bytes) != LMS_OK)
             return (scan_range_t){0, 0};
-        r = (scan_range_t){(uintptr_t)base, bytes};
-        __atomic_store_n(&have, true, __ATOMIC_RELEASE);
+        __atomic_store_n(&range_lo, (uintptr_t)base, __ATOMIC_RELAXED);
+        __atomic_store_n(&range_bytes, bytes, __ATOMIC_RELEASE);
     }
-    return r;
+    return (scan_range_t){__atomic_load_n(&range_lo, __ATOMIC_RELAXED), bytes};
+}
+
+bool interpose_owns(const void *ptr)
+{
+    scan_range_t r = lms_range();
+    return (uintptr_t)ptr >= r.lo && (uintptr_t)ptr - r.lo < r.bytes;
 }
 
 lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, void **params,
@@ -233,10 +242,10 @@ lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, voi
     if (found == 0)
         return LMS_OK;
     lms_stream_t s;
-    lms_status_t st = stream_for(stream, false, &s);
+    lms_status_t st = interpose_stream(stream, false, &s);
     if (st == LMS_OK) {
         st = lms_access_pointers((const void *const *)hits, found, LMS_WRITE, s);
-        if (st == LMS_ERR_INVALID && (st = stream_for(stream, true, &s)) == LMS_OK) /* stale */
+        if (st == LMS_ERR_INVALID && (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
             st = lms_access_pointers((const void *const *)hits, found, LMS_WRITE, s);
     }
     if (hits != stack)

@@ -13,6 +13,8 @@
 #ifndef LMS_INTERPOSE_LAUNCH_H
 #define LMS_INTERPOSE_LAUNCH_H
 
+#include <stdbool.h>
+
 #include "lms.h"
 
 typedef enum launch_kind {
@@ -28,6 +30,15 @@ typedef enum launch_kind {
  * must not go ahead) or of adopting the stream otherwise. */
 lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, void **params,
                            void **extra);
+
+/* Whether ptr lies in lms's reserved range (false while lms cannot start).
+ * No lock once lms is up. */
+bool interpose_owns(const void *ptr);
+
+/* The lms stream adopted for the program's CUDA stream `native`, from the
+ * calling thread's last few (fresh: adopted again, for a handle that turned
+ * out stale; see Note [Stream handles] in launch.c). */
+lms_status_t interpose_stream(void *native, bool fresh, lms_stream_t *out);
 
 /* name from the CUDA library that defines it: the process's next definition
  * after liblms.so, else libcuda.so.1's if it is loaded already (the runtime
