@@ -13,8 +13,13 @@
  *   params  the parameter list, as the CUDA headers declare it
  *   args    the parameters' names, to pass them on
  * The compiler checks each wrapper against the header's declaration (the
- * _ptsz twins, the per-thread-default-stream entry points, are declared
- * only under CUDA_API_PER_THREAD_DEFAULT_STREAM). tests/alloc/check_exports.sh
+ * _ptsz and _ptds twins, the per-thread-default-stream entry points, are
+ * declared only under CUDA_API_PER_THREAD_DEFAULT_STREAM).
+ *
+ * Two lists: LMS_HOOKS, whose entries lms answers itself (hook_<name> in
+ * interpose.c), and LMS_ACCESS_HOOKS, whose entries go on to CUDA or NCCL
+ * after lms has made what they touch resident (access_<name> in access.c).
+ * lib is then also nccl (libnccl: ncclResult_t). tests/alloc/check_exports.sh
  * reads the names from this file: each entry starts a line with X(, and
  * its name is on that line.
  */
@@ -77,6 +82,246 @@
     X(rt, cudaError_t, cudaGetDriverEntryPointByVersion, (const char *symbol, void **funcPtr, \
       unsigned int cudaVersion, unsigned long long flags,                                    \
       enum cudaDriverEntryPointQueryResult *driverStatus),                                   \
-      (symbol, funcPtr, cudaVersion, flags, driverStatus))
+      (symbol, funcPtr, cudaVersion, flags, driverStatus))                                   \
+    X(nccl, ncclResult_t, ncclGroupStart, (void), ())                                        \
+    X(nccl, ncclResult_t, ncclGroupEnd, (void), ())
+
+#define LMS_ACCESS_HOOKS(X)                                                                   \
+    X(rt, cudaError_t, cudaMemcpy, (void *dst, const void *src, size_t count,                 \
+      enum cudaMemcpyKind kind), (dst, src, count, kind))                                     \
+    X(rt, cudaError_t, cudaMemcpy_ptds, (void *dst, const void *src, size_t count,            \
+      enum cudaMemcpyKind kind), (dst, src, count, kind))                                     \
+    X(rt, cudaError_t, cudaMemcpyAsync, (void *dst, const void *src, size_t count,            \
+      enum cudaMemcpyKind kind, cudaStream_t stream), (dst, src, count, kind, stream))        \
+    X(rt, cudaError_t, cudaMemcpyAsync_ptsz, (void *dst, const void *src, size_t count,       \
+      enum cudaMemcpyKind kind, cudaStream_t stream), (dst, src, count, kind, stream))        \
+    X(rt, cudaError_t, cudaMemcpy2D, (void *dst, size_t dpitch, const void *src,              \
+      size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind), (dst, dpitch,    \
+      src, spitch, width, height, kind))                                                      \
+    X(rt, cudaError_t, cudaMemcpy2D_ptds, (void *dst, size_t dpitch, const void *src,         \
+      size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind), (dst, dpitch,    \
+      src, spitch, width, height, kind))                                                      \
+    X(rt, cudaError_t, cudaMemcpy2DAsync, (void *dst, size_t dpitch, const void *src,         \
+      size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,                   \
+      cudaStream_t stream), (dst, dpitch, src, spitch, width, height, kind, stream))          \
+    X(rt, cudaError_t, cudaMemcpy2DAsync_ptsz, (void *dst, size_t dpitch, const void *src,    \
+      size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind,                   \
+      cudaStream_t stream), (dst, dpitch, src, spitch, width, height, kind, stream))          \
+    X(rt, cudaError_t, cudaMemcpy3D, (const struct cudaMemcpy3DParms *p), (p))                \
+    X(rt, cudaError_t, cudaMemcpy3D_ptds, (const struct cudaMemcpy3DParms *p), (p))           \
+    X(rt, cudaError_t, cudaMemcpy3DAsync, (const struct cudaMemcpy3DParms *p,                 \
+      cudaStream_t stream), (p, stream))                                                      \
+    X(rt, cudaError_t, cudaMemcpy3DAsync_ptsz, (const struct cudaMemcpy3DParms *p,            \
+      cudaStream_t stream), (p, stream))                                                      \
+    X(rt, cudaError_t, cudaMemcpyPeer, (void *dst, int dstDevice, const void *src,            \
+      int srcDevice, size_t count), (dst, dstDevice, src, srcDevice, count))                  \
+    X(rt, cudaError_t, cudaMemcpyPeerAsync, (void *dst, int dstDevice, const void *src,       \
+      int srcDevice, size_t count, cudaStream_t stream), (dst, dstDevice, src, srcDevice,     \
+      count, stream))                                                                         \
+    X(rt, cudaError_t, cudaMemcpyToSymbol, (const void *symbol, const void *src,              \
+      size_t count, size_t offset, enum cudaMemcpyKind kind), (symbol, src, count, offset,    \
+      kind))                                                                                  \
+    X(rt, cudaError_t, cudaMemcpyToSymbol_ptds, (const void *symbol, const void *src,         \
+      size_t count, size_t offset, enum cudaMemcpyKind kind), (symbol, src, count, offset,    \
+      kind))                                                                                  \
+    X(rt, cudaError_t, cudaMemcpyFromSymbol, (void *dst, const void *symbol, size_t count,    \
+      size_t offset, enum cudaMemcpyKind kind), (dst, symbol, count, offset, kind))           \
+    X(rt, cudaError_t, cudaMemcpyFromSymbol_ptds, (void *dst, const void *symbol,             \
+      size_t count, size_t offset, enum cudaMemcpyKind kind), (dst, symbol, count, offset,    \
+      kind))                                                                                  \
+    X(rt, cudaError_t, cudaMemcpyToSymbolAsync, (const void *symbol, const void *src,         \
+      size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream), (symbol,   \
+      src, count, offset, kind, stream))                                                      \
+    X(rt, cudaError_t, cudaMemcpyToSymbolAsync_ptsz, (const void *symbol, const void *src,    \
+      size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream), (symbol,   \
+      src, count, offset, kind, stream))                                                      \
+    X(rt, cudaError_t, cudaMemcpyFromSymbolAsync, (void *dst, const void *symbol,             \
+      size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream), (dst,      \
+      symbol, count, offset, kind, stream))                                                   \
+    X(rt, cudaError_t, cudaMemcpyFromSymbolAsync_ptsz, (void *dst, const void *symbol,        \
+      size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream), (dst,      \
+      symbol, count, offset, kind, stream))                                                   \
+    X(rt, cudaError_t, cudaMemset, (void *devPtr, int value, size_t count), (devPtr, value,   \
+      count))                                                                                 \
+    X(rt, cudaError_t, cudaMemset_ptds, (void *devPtr, int value, size_t count), (devPtr,     \
+      value, count))                                                                          \
+    X(rt, cudaError_t, cudaMemsetAsync, (void *devPtr, int value, size_t count,               \
+      cudaStream_t stream), (devPtr, value, count, stream))                                   \
+    X(rt, cudaError_t, cudaMemsetAsync_ptsz, (void *devPtr, int value, size_t count,          \
+      cudaStream_t stream), (devPtr, value, count, stream))                                   \
+    X(rt, cudaError_t, cudaMemset2D, (void *devPtr, size_t pitch, int value, size_t width,    \
+      size_t height), (devPtr, pitch, value, width, height))                                  \
+    X(rt, cudaError_t, cudaMemset2D_ptds, (void *devPtr, size_t pitch, int value,             \
+      size_t width, size_t height), (devPtr, pitch, value, width, height))                    \
+    X(rt, cudaError_t, cudaMemset2DAsync, (void *devPtr, size_t pitch, int value,             \
+      size_t width, size_t height, cudaStream_t stream), (devPtr, pitch, value, width,        \
+      height, stream))                                                                        \
+    X(rt, cudaError_t, cudaMemset2DAsync_ptsz, (void *devPtr, size_t pitch, int value,        \
+      size_t width, size_t height, cudaStream_t stream), (devPtr, pitch, value, width,        \
+      height, stream))                                                                        \
+    X(rt, cudaError_t, cudaMemset3D, (struct cudaPitchedPtr pitchedDevPtr, int value,         \
+      struct cudaExtent extent), (pitchedDevPtr, value, extent))                              \
+    X(rt, cudaError_t, cudaMemset3D_ptds, (struct cudaPitchedPtr pitchedDevPtr, int value,    \
+      struct cudaExtent extent), (pitchedDevPtr, value, extent))                              \
+    X(rt, cudaError_t, cudaMemset3DAsync, (struct cudaPitchedPtr pitchedDevPtr, int value,    \
+      struct cudaExtent extent, cudaStream_t stream), (pitchedDevPtr, value, extent,          \
+      stream))                                                                                \
+    X(rt, cudaError_t, cudaMemset3DAsync_ptsz, (struct cudaPitchedPtr pitchedDevPtr,          \
+      int value, struct cudaExtent extent, cudaStream_t stream), (pitchedDevPtr, value,       \
+      extent, stream))                                                                        \
+    X(drv, CUresult, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst,    \
+      src, ByteCount))                                                                        \
+    X(drv, CUresult, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount),     \
+      (dst, src, ByteCount))                                                                  \
+    X(drv, CUresult, cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,      \
+      CUstream hStream), (dst, src, ByteCount, hStream))                                      \
+    X(drv, CUresult, cuMemcpyAsync_ptsz, (CUdeviceptr dst, CUdeviceptr src,                   \
+      size_t ByteCount, CUstream hStream), (dst, src, ByteCount, hStream))                    \
+    X(drv, CUresult, cuMemcpyPeer, (CUdeviceptr dstDevice, CUcontext dstContext,              \
+      CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount), (dstDevice,             \
+      dstContext, srcDevice, srcContext, ByteCount))                                          \
+    X(drv, CUresult, cuMemcpyPeer_ptds, (CUdeviceptr dstDevice, CUcontext dstContext,         \
+      CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount), (dstDevice,             \
+      dstContext, srcDevice, srcContext, ByteCount))                                          \
+    X(drv, CUresult, cuMemcpyPeerAsync, (CUdeviceptr dstDevice, CUcontext dstContext,         \
+      CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream),       \
+      (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream))                     \
+    X(drv, CUresult, cuMemcpyPeerAsync_ptsz, (CUdeviceptr dstDevice, CUcontext dstContext,    \
+      CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream),       \
+      (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream))                     \
+    X(drv, CUresult, cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost,            \
+      size_t ByteCount), (dstDevice, srcHost, ByteCount))                                     \
+    X(drv, CUresult, cuMemcpyHtoD_v2_ptds, (CUdeviceptr dstDevice, const void *srcHost,       \
+      size_t ByteCount), (dstDevice, srcHost, ByteCount))                                     \
+    X(drv, CUresult, cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice,                  \
+      size_t ByteCount), (dstHost, srcDevice, ByteCount))                                     \
+    X(drv, CUresult, cuMemcpyDtoH_v2_ptds, (void *dstHost, CUdeviceptr srcDevice,             \
+      size_t ByteCount), (dstHost, srcDevice, ByteCount))                                     \
+    X(drv, CUresult, cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice,          \
+      size_t ByteCount), (dstDevice, srcDevice, ByteCount))                                   \
+    X(drv, CUresult, cuMemcpyDtoD_v2_ptds, (CUdeviceptr dstDevice, CUdeviceptr srcDevice,     \
+      size_t ByteCount), (dstDevice, srcDevice, ByteCount))                                   \
+    X(drv, CUresult, cuMemcpyHtoDAsync_v2, (CUdeviceptr dstDevice, const void *srcHost,       \
+      size_t ByteCount, CUstream hStream), (dstDevice, srcHost, ByteCount, hStream))          \
+    X(drv, CUresult, cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr dstDevice, const void *srcHost,  \
+      size_t ByteCount, CUstream hStream), (dstDevice, srcHost, ByteCount, hStream))          \
+    X(drv, CUresult, cuMemcpyDtoHAsync_v2, (void *dstHost, CUdeviceptr srcDevice,             \
+      size_t ByteCount, CUstream hStream), (dstHost, srcDevice, ByteCount, hStream))          \
+    X(drv, CUresult, cuMemcpyDtoHAsync_v2_ptsz, (void *dstHost, CUdeviceptr srcDevice,        \
+      size_t ByteCount, CUstream hStream), (dstHost, srcDevice, ByteCount, hStream))          \
+    X(drv, CUresult, cuMemcpyDtoDAsync_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice,     \
+      size_t ByteCount, CUstream hStream), (dstDevice, srcDevice, ByteCount, hStream))        \
+    X(drv, CUresult, cuMemcpyDtoDAsync_v2_ptsz, (CUdeviceptr dstDevice,                       \
+      CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream), (dstDevice, srcDevice,      \
+      ByteCount, hStream))                                                                    \
+    X(drv, CUresult, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *pCopy), (pCopy))                    \
+    X(drv, CUresult, cuMemcpy2D_v2_ptds, (const CUDA_MEMCPY2D *pCopy), (pCopy))               \
+    X(drv, CUresult, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *pCopy), (pCopy))           \
+    X(drv, CUresult, cuMemcpy2DUnaligned_v2_ptds, (const CUDA_MEMCPY2D *pCopy), (pCopy))      \
+    X(drv, CUresult, cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *pCopy, CUstream hStream),      \
+      (pCopy, hStream))                                                                       \
+    X(drv, CUresult, cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *pCopy,                    \
+      CUstream hStream), (pCopy, hStream))                                                    \
+    X(drv, CUresult, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *pCopy), (pCopy))                    \
+    X(drv, CUresult, cuMemcpy3D_v2_ptds, (const CUDA_MEMCPY3D *pCopy), (pCopy))               \
+    X(drv, CUresult, cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *pCopy, CUstream hStream),      \
+      (pCopy, hStream))                                                                       \
+    X(drv, CUresult, cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *pCopy,                    \
+      CUstream hStream), (pCopy, hStream))                                                    \
+    X(drv, CUresult, cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N),      \
+      (dstDevice, uc, N))                                                                     \
+    X(drv, CUresult, cuMemsetD8_v2_ptds, (CUdeviceptr dstDevice, unsigned char uc,            \
+      size_t N), (dstDevice, uc, N))                                                          \
+    X(drv, CUresult, cuMemsetD8Async, (CUdeviceptr dstDevice, unsigned char uc, size_t N,     \
+      CUstream hStream), (dstDevice, uc, N, hStream))                                         \
+    X(drv, CUresult, cuMemsetD8Async_ptsz, (CUdeviceptr dstDevice, unsigned char uc,          \
+      size_t N, CUstream hStream), (dstDevice, uc, N, hStream))                               \
+    X(drv, CUresult, cuMemsetD2D8_v2, (CUdeviceptr dstDevice, size_t dstPitch,                \
+      unsigned char uc, size_t Width, size_t Height), (dstDevice, dstPitch, uc, Width,        \
+      Height))                                                                                \
+    X(drv, CUresult, cuMemsetD2D8_v2_ptds, (CUdeviceptr dstDevice, size_t dstPitch,           \
+      unsigned char uc, size_t Width, size_t Height), (dstDevice, dstPitch, uc, Width,        \
+      Height))                                                                                \
+    X(drv, CUresult, cuMemsetD2D8Async, (CUdeviceptr dstDevice, size_t dstPitch,              \
+      unsigned char uc, size_t Width, size_t Height, CUstream hStream), (dstDevice,           \
+      dstPitch, uc, Width, Height, hStream))                                                  \
+    X(drv, CUresult, cuMemsetD2D8Async_ptsz, (CUdeviceptr dstDevice, size_t dstPitch,         \
+      unsigned char uc, size_t Width, size_t Height, CUstream hStream), (dstDevice,           \
+      dstPitch, uc, Width, Height, hStream))                                                  \
+    X(drv, CUresult, cuMemsetD16_v2, (CUdeviceptr dstDevice, unsigned short us, size_t N),    \
+      (dstDevice, us, N))                                                                     \
+    X(drv, CUresult, cuMemsetD16_v2_ptds, (CUdeviceptr dstDevice, unsigned short us,          \
+      size_t N), (dstDevice, us, N))                                                          \
+    X(drv, CUresult, cuMemsetD16Async, (CUdeviceptr dstDevice, unsigned short us, size_t N,   \
+      CUstream hStream), (dstDevice, us, N, hStream))                                         \
+    X(drv, CUresult, cuMemsetD16Async_ptsz, (CUdeviceptr dstDevice, unsigned short us,        \
+      size_t N, CUstream hStream), (dstDevice, us, N, hStream))                               \
+    X(drv, CUresult, cuMemsetD2D16_v2, (CUdeviceptr dstDevice, size_t dstPitch,               \
+      unsigned short us, size_t Width, size_t Height), (dstDevice, dstPitch, us, Width,       \
+      Height))                                                                                \
+    X(drv, CUresult, cuMemsetD2D16_v2_ptds, (CUdeviceptr dstDevice, size_t dstPitch,          \
+      unsigned short us, size_t Width, size_t Height), (dstDevice, dstPitch, us, Width,       \
+      Height))                                                                                \
+    X(drv, CUresult, cuMemsetD2D16Async, (CUdeviceptr dstDevice, size_t dstPitch,             \
+      unsigned short us, size_t Width, size_t Height, CUstream hStream), (dstDevice,          \
+      dstPitch, us, Width, Height, hStream))                                                  \
+    X(drv, CUresult, cuMemsetD2D16Async_ptsz, (CUdeviceptr dstDevice, size_t dstPitch,        \
+      unsigned short us, size_t Width, size_t Height, CUstream hStream), (dstDevice,          \
+      dstPitch, us, Width, Height, hStream))                                                  \
+    X(drv, CUresult, cuMemsetD32_v2, (CUdeviceptr dstDevice, unsigned int ui, size_t N),      \
+      (dstDevice, ui, N))                                                                     \
+    X(drv, CUresult, cuMemsetD32_v2_ptds, (CUdeviceptr dstDevice, unsigned int ui,            \
+      size_t N), (dstDevice, ui, N))                                                          \
+    X(drv, CUresult, cuMemsetD32Async, (CUdeviceptr dstDevice, unsigned int ui, size_t N,     \
+      CUstream hStream), (dstDevice, ui, N, hStream))                                         \
+    X(drv, CUresult, cuMemsetD32Async_ptsz, (CUdeviceptr dstDevice, unsigned int ui,          \
+      size_t N, CUstream hStream), (dstDevice, ui, N, hStream))                               \
+    X(drv, CUresult, cuMemsetD2D32_v2, (CUdeviceptr dstDevice, size_t dstPitch,               \
+      unsigned int ui, size_t Width, size_t Height), (dstDevice, dstPitch, ui, Width,         \
+      Height))                                                                                \
+    X(drv, CUresult, cuMemsetD2D32_v2_ptds, (CUdeviceptr dstDevice, size_t dstPitch,          \
+      unsigned int ui, size_t Width, size_t Height), (dstDevice, dstPitch, ui, Width,         \
+      Height))                                                                                \
+    X(drv, CUresult, cuMemsetD2D32Async, (CUdeviceptr dstDevice, size_t dstPitch,             \
+      unsigned int ui, size_t Width, size_t Height, CUstream hStream), (dstDevice, dstPitch,  \
+      ui, Width, Height, hStream))                                                            \
+    X(drv, CUresult, cuMemsetD2D32Async_ptsz, (CUdeviceptr dstDevice, size_t dstPitch,        \
+      unsigned int ui, size_t Width, size_t Height, CUstream hStream), (dstDevice, dstPitch,  \
+      ui, Width, Height, hStream))                                                            \
+    X(nccl, ncclResult_t, ncclAllReduce, (const void *sendbuff, void *recvbuff,               \
+      size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,                 \
+      cudaStream_t stream), (sendbuff, recvbuff, count, datatype, op, comm, stream))          \
+    X(nccl, ncclResult_t, ncclBroadcast, (const void *sendbuff, void *recvbuff,               \
+      size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,                       \
+      cudaStream_t stream), (sendbuff, recvbuff, count, datatype, root, comm, stream))        \
+    X(nccl, ncclResult_t, ncclBcast, (void *buff, size_t count, ncclDataType_t datatype,      \
+      int root, ncclComm_t comm, cudaStream_t stream), (buff, count, datatype, root, comm,    \
+      stream))                                                                                \
+    X(nccl, ncclResult_t, ncclReduce, (const void *sendbuff, void *recvbuff, size_t count,    \
+      ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,                     \
+      cudaStream_t stream), (sendbuff, recvbuff, count, datatype, op, root, comm, stream))    \
+    X(nccl, ncclResult_t, ncclReduceScatter, (const void *sendbuff, void *recvbuff,           \
+      size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,             \
+      cudaStream_t stream), (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))      \
+    X(nccl, ncclResult_t, ncclAllGather, (const void *sendbuff, void *recvbuff,               \
+      size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream),       \
+      (sendbuff, recvbuff, sendcount, datatype, comm, stream))                                \
+    X(nccl, ncclResult_t, ncclAlltoAll, (const void *sendbuff, void *recvbuff, size_t count,  \
+      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream), (sendbuff, recvbuff,    \
+      count, datatype, comm, stream))                                                         \
+    X(nccl, ncclResult_t, ncclGather, (const void *sendbuff, void *recvbuff, size_t count,    \
+      ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), (sendbuff,    \
+      recvbuff, count, datatype, root, comm, stream))                                         \
+    X(nccl, ncclResult_t, ncclScatter, (const void *sendbuff, void *recvbuff, size_t count,   \
+      ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), (sendbuff,    \
+      recvbuff, count, datatype, root, comm, stream))                                         \
+    X(nccl, ncclResult_t, ncclSend, (const void *sendbuff, size_t count,                      \
+      ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream), (sendbuff,    \
+      count, datatype, peer, comm, stream))                                                   \
+    X(nccl, ncclResult_t, ncclRecv, (void *recvbuff, size_t count, ncclDataType_t datatype,   \
+      int peer, ncclComm_t comm, cudaStream_t stream), (recvbuff, count, datatype, peer,      \
+      comm, stream))                                                                          
+
+#define LMS_ALL_HOOKS(X) LMS_HOOKS(X) LMS_ACCESS_HOOKS(X)
 
 #endif /* LMS_INTERPOSE_HOOKS_H */

@@ -22,12 +22,15 @@
  * calls) goes to the real free. Memory-pool calls (cudaMemPool*, the pools
  * of cudaMallocAsync) go to CUDA unchanged: they describe CUDA's pools,
  * which lms's allocations are not in. Kernel launches make what their
- * parameters point to resident first (launch.h). Stream destroys let lms
+ * parameters point to resident first (launch.h); copies, memsets and NCCL
+ * collectives what they read and write (access.h). Stream destroys let lms
  * forget the stream first. Lookups by name answer lms's wrappers (Note
- * [Lookups by name]). Not hooked yet: copies and memsets, NCCL, graph
- * capture; a copy on lms memory that no launch made resident would touch
- * unmapped memory (the one hard rule). On the sim backend nothing runs
- * kernels: tests/interpose checks the hooks with a stand-in CUDA.
+ * [Lookups by name]). Not hooked yet: graph capture; batched copies
+ * (cudaMemcpyBatchAsync, whose signature changed between CUDA 12.8 and 13),
+ * copies to and from CUDA arrays whose linear side is lms's, and peer
+ * copies of 3D regions: their lms memory must be pinned (lms_pin). On the
+ * sim backend nothing runs kernels: tests/interpose checks the hooks with
+ * a stand-in CUDA.
  *
  * A program that links libcudart statically (nvcc's default) binds its
  * runtime calls inside itself: no preload reaches them. PyTorch links the
@@ -48,6 +51,7 @@
 
 #include "lms.h"
 #include "base/base.h"
+#include "interpose/access.h"
 #include "interpose/hooks.h"
 #include "interpose/launch.h"
 
@@ -59,21 +63,21 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
 /* Every hooked name declared (again: a declaration that differs from the
  * header's fails to compile), the _ptsz twins among them. */
 #define HOOK_DECLARE(lib, ret, name, params, args) LMS_HOOK_EXPORT ret name params;
-LMS_HOOKS(HOOK_DECLARE)
+LMS_ALL_HOOKS(HOOK_DECLARE)
 #undef HOOK_DECLARE
 
 /* ---- the real functions --------------------------------------------------------- */
 
 enum {
 #define HOOK_INDEX(lib, ret, name, params, args) HOOK_##name,
-    LMS_HOOKS(HOOK_INDEX)
+    LMS_ALL_HOOKS(HOOK_INDEX)
 #undef HOOK_INDEX
     NHOOKS
 };
 
 static const char *const hook_name[NHOOKS] = {
 #define HOOK_NAME(lib, ret, name, params, args) #name,
-    LMS_HOOKS(HOOK_NAME)
+    LMS_ALL_HOOKS(HOOK_NAME)
 #undef HOOK_NAME
 };
 
@@ -93,6 +97,7 @@ static void *real_fn(int i)
 /* What a missing real function returns: the lookup's own failure. */
 #define MISSING_rt cudaErrorSymbolNotFound
 #define MISSING_drv CUDA_ERROR_NOT_FOUND
+#define MISSING_nccl ncclInternalError
 
 /* ---- lms's answers ----------------------------------------------------------------- */
 
@@ -128,6 +133,18 @@ static CUresult drv_error(lms_status_t st)
     case LMS_ERR_DEVICE: break;
     }
     return CUDA_ERROR_UNKNOWN;
+}
+
+/* NCCL has no out-of-memory code: device memory is CUDA's, as its own
+ * cudaMalloc failures are. */
+static ncclResult_t nccl_error(lms_status_t st)
+{
+    switch (st) {
+    case LMS_OK: return ncclSuccess;
+    case LMS_ERR_INVALID: return ncclInvalidArgument;
+    case LMS_ERR_SYSTEM: return ncclSystemError;
+    default: return ncclUnhandledCudaError;
+    }
 }
 
 /* A failure the program will see as a CUDA error code: the message goes to
@@ -293,14 +310,32 @@ static CUresult hook_cuStreamDestroy_v2(CUstream hStream)
 
 /* ---- launches ----------------------------------------------------------------------- */
 
+/*
+ * Note [One access per call]
+ * A call the hooks made resident goes on to CUDA or NCCL, which may make
+ * it through other hooked entry points: the runtime's copies and launches
+ * through the driver's (looked up by name: lms's wrappers), NCCL's
+ * collectives through launches of its own kernels. What the outer call
+ * made resident covers what the inner ones touch of lms's memory, so while
+ * a hooked call is in CUDA or NCCL, the hooks on that thread pass calls
+ * straight through: one access per call the program makes, which is what
+ * the policy learns the iteration from, not one per layer.
+ */
+static __thread unsigned inside;
+
 /* Each makes what the launch points to resident (launch.h), then launches;
  * a launch whose memory cannot be made resident does not go to CUDA. */
 #define LAUNCH(lib, kind, fn, stream, params, extra, real_call)                              \
     do {                                                                                     \
+        if (inside)                                                                          \
+            return real_call;                                                                \
         lms_status_t st_ = said(launch_access(kind, fn, stream, params, extra));             \
         if (st_ != LMS_OK)                                                                   \
             return lib##_error(st_);                                                         \
-        return real_call;                                                                    \
+        inside++;                                                                            \
+        __typeof__(real_call) r_ = real_call;                                                \
+        inside--;                                                                            \
+        return r_;                                                                           \
     } while (0)
 #define REAL_OR(name, args, missing) (REAL(name) != NULL ? REAL(name) args : (missing))
 
@@ -373,6 +408,32 @@ static CUresult hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunct
            REAL_OR(cuLaunchKernelEx_ptsz, (config, f, kernelParams, extra), MISSING_drv));
 }
 
+/* ---- NCCL groups (Note [NCCL groups] in access.c) ----------------------------------- */
+
+static ncclResult_t hook_ncclGroupStart(void)
+{
+    ncclResult_t r = REAL_OR(ncclGroupStart, (), MISSING_nccl);
+    if (r == ncclSuccess && !inside)
+        access_group_started();
+    return r;
+}
+
+/* The outermost end makes the group's ranges resident first; if it cannot,
+ * NCCL is not called and the group stays open, as it was. */
+static ncclResult_t hook_ncclGroupEnd(void)
+{
+    if (inside)
+        return REAL_OR(ncclGroupEnd, (), MISSING_nccl);
+    lms_status_t st = said(access_group_ending());
+    if (st != LMS_OK)
+        return nccl_error(st);
+    inside++;
+    ncclResult_t r = REAL_OR(ncclGroupEnd, (), MISSING_nccl);
+    inside--;
+    access_group_ended();
+    return r;
+}
+
 /* ---- entry points looked up by name ----------------------------------------------- */
 
 /*
@@ -381,22 +442,23 @@ static CUresult hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunct
  * (cuGetProcAddress, cudaGetDriverEntryPoint*), which a preload does not
  * reach. Each lookup goes to CUDA first, so whether and in which version a
  * function exists stays CUDA's answer; when CUDA found it and the name is
- * one of the hooks' (by base name: the _v2 of cuMemAlloc, cuMemFree,
- * cuMemGetInfo and cuStreamDestroy, asked for CUDA 4.0 or later; the _ptsz
- * twin when the per-thread default stream is asked for), the answer is
+ * one of the hooks' (by base name, in the version CUDA gives: the _v2 of
+ * the memory functions for CUDA 3.2 and later, of cuStreamDestroy for 4.0
+ * and later; the _ptds or _ptsz twin when the per-thread default stream is
+ * asked for; wrapper_for), the answer is
  * lms's wrapper instead. The lookup functions are hooked too, so a lookup
  * of cuGetProcAddress itself gets lms's.
  */
 
 static const char hook_lib[NHOOKS] = {
 #define HOOK_LIB(lib, ret, name, params, args) #lib[0], /* 'r' or 'd' */
-    LMS_HOOKS(HOOK_LIB)
+    LMS_ALL_HOOKS(HOOK_LIB)
 #undef HOOK_LIB
 };
 
 static void *const hook_wrapper[NHOOKS] = {
 #define HOOK_ADDRESS(lib, ret, name, params, args) (void *)name,
-    LMS_HOOKS(HOOK_ADDRESS)
+    LMS_ALL_HOOKS(HOOK_ADDRESS)
 #undef HOOK_ADDRESS
 };
 
@@ -408,16 +470,21 @@ static int driver_hook(const char *name)
     return -1;
 }
 
-/* lms's wrapper for the driver function `symbol` (a base name), or NULL. */
+/* lms's wrapper for the driver function `symbol` (a base name) in the
+ * version CUDA gives for cudaVersion and flags, or NULL. The _v2 entry
+ * points came with CUDA 3.2 (cuStreamDestroy's with 4.0); the per-thread
+ * twins are _ptds for synchronous calls and _ptsz for the others. */
 static void *wrapper_for(const char *symbol, int version, uint64_t flags)
 {
     char name[96];
     if (symbol == NULL || strlen(symbol) > 80)
         return NULL;
-    const char *suffix[] = {flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? "_ptsz" : "",
-                            version >= 4000 ? "_v2" : "", ""};
-    for (int k = 0; k < 3; k++) {
-        if (k < 2 && suffix[k][0] == '\0')
+    bool v2 = version >= (strcmp(symbol, "cuStreamDestroy") == 0 ? 4000 : 3020);
+    bool pt = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    static const char *const suffix[] = {"_v2_ptds", "_v2_ptsz", "_ptds", "_ptsz", "_v2", ""};
+    for (int k = 0; k < 6; k++) {
+        bool has_v2 = k == 0 || k == 1 || k == 4, has_pt = k < 4;
+        if ((has_v2 && !v2) || (has_pt && !pt))
             continue;
         snprintf(name, sizeof name, "%s%s", symbol, suffix[k]);
         int i = driver_hook(name);
@@ -485,3 +552,22 @@ static cudaError_t hook_cudaGetDriverEntryPointByVersion(const char *symbol, voi
     }
 LMS_HOOKS(HOOK_WRAPPER)
 #undef HOOK_WRAPPER
+
+/* Copies, memsets and collectives: what they touch made resident
+ * (access.h), then CUDA's or NCCL's call; a call whose memory cannot be
+ * made resident does not go on. */
+#define ACCESS_WRAPPER(lib, ret, name, params, args)                                         \
+    LMS_HOOK_EXPORT ret name params                                                          \
+    {                                                                                        \
+        if (!enabled() || inside)                                                            \
+            return REAL_OR(name, args, MISSING_##lib);                                       \
+        lms_status_t st = said(access_##name args);                                          \
+        if (st != LMS_OK)                                                                    \
+            return lib##_error(st);                                                          \
+        inside++;                                                                            \
+        ret r = REAL_OR(name, args, MISSING_##lib);                                          \
+        inside--;                                                                            \
+        return r;                                                                            \
+    }
+LMS_ACCESS_HOOKS(ACCESS_WRAPPER)
+#undef ACCESS_WRAPPER

@@ -1,9 +1,12 @@
 /*
  * tests/interpose/fake_cuda.c — see fake_cuda.h. Defines the CUDA entry
- * points the launch hooks pass launches on to, and those they ask for
- * layouts; nothing else of CUDA.
+ * points the hooks pass launches, copies and memsets on to, those they ask
+ * for layouts, and NCCL's collectives; nothing else of CUDA.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +14,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "lms.h"
+#include "interpose/nccl_abi.h"
 #include "fake_cuda.h"
 
 #define API __attribute__((visibility("default")))
@@ -193,26 +198,35 @@ API CUresult cuStreamDestroy_v2(CUstream stream)
     return CUDA_SUCCESS;
 }
 
-/* Lookups by name: the stand-in's own functions, and two that only have to
- * exist (cuMemAlloc, cuCtxSynchronize); anything else is not found. */
+/* Lookups by name: the stand-in's own functions, in the version CUDA would
+ * give (the _v2 and per-thread twins it defines), and two that only have
+ * to exist (cuMemAlloc, cuCtxSynchronize); anything else is not found. */
 static void stand_in(void) {}
 
-static void *by_name(const char *symbol)
+static void *by_name(const char *symbol, uint64_t flags)
 {
-    if (strcmp(symbol, "cuLaunchKernel") == 0)
-        return (void *)cuLaunchKernel;
-    if (strcmp(symbol, "cuLaunchKernelEx") == 0)
-        return (void *)cuLaunchKernelEx;
     if (strcmp(symbol, "cuMemAlloc") == 0 || strcmp(symbol, "cuCtxSynchronize") == 0)
         return (void *)stand_in;
-    return NULL;
+    void *self = dlopen("libfake_cuda.so", RTLD_NOW | RTLD_NOLOAD);
+    static const char *const pt[] = {"_v2_ptds", "_v2_ptsz", "_ptds", "_ptsz"}, *plain[] = {"_v2", ""};
+    const char *const *suffix = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? pt : plain;
+    size_t n = suffix == pt ? 4 : 2;
+    void *f = NULL;
+    char name[128];
+    for (size_t k = 0; k < n && f == NULL && self != NULL; k++) {
+        snprintf(name, sizeof name, "%s%s", symbol, suffix[k]);
+        f = dlsym(self, name);
+    }
+    if (self != NULL)
+        dlclose(self);
+    return f;
 }
 
 API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                  CUdriverProcAddressQueryResult *status)
 {
-    (void)version, (void)flags;
-    *pfn = by_name(symbol);
+    (void)version;
+    *pfn = by_name(symbol, flags);
     if (status != NULL)
         *status = *pfn != NULL ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return *pfn != NULL ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
@@ -228,9 +242,238 @@ API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn,
                                                  unsigned long long flags,
                                                  enum cudaDriverEntryPointQueryResult *status)
 {
-    (void)version, (void)flags;
-    *pfn = by_name(symbol);
+    (void)version;
+    *pfn = by_name(symbol, flags);
     if (status != NULL)
         *status = *pfn != NULL ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
     return cudaSuccess;
+}
+
+/* ---- copies and memsets ------------------------------------------------------------ */
+
+/* What `stream` was given before this call has been done: the lms stream
+ * adopted for it has finished (the fetches it waits for). */
+static void settle(void *stream)
+{
+    lms_stream_t s;
+    if (lms_stream_adopt(stream, &s) == LMS_OK)
+        (void)lms_stream_synchronize(s);
+}
+
+static void copied(void)
+{
+    pthread_mutex_lock(&lock);
+    counts.copies++;
+    pthread_mutex_unlock(&lock);
+}
+
+static void copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                   size_t height, void *stream)
+{
+    settle(stream);
+    for (size_t y = 0; y < height; y++)
+        memmove((char *)dst + y * dpitch, (const char *)src + y * spitch, width);
+    copied();
+}
+
+static void set2d(void *dst, size_t pitch, const void *value, size_t size, size_t width,
+                  size_t height, void *stream)
+{
+    settle(stream);
+    for (size_t y = 0; y < height; y++)
+        for (size_t x = 0; x < width; x++)
+            memcpy((char *)dst + y * pitch + x * size, value, size);
+    copied();
+}
+
+#define D(p) ((void *)(uintptr_t)(p))
+
+API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    copy2d(dst, count, src, count, count, 1, NULL);
+    return cudaSuccess;
+}
+
+API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                cudaStream_t stream)
+{
+    (void)kind;
+    copy2d(dst, count, src, count, count, 1, stream);
+    return cudaSuccess;
+}
+
+API cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                             size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    copy2d(dst, dpitch, src, spitch, width, height, NULL);
+    return cudaSuccess;
+}
+
+API cudaError_t cudaMemset(void *ptr, int value, size_t count)
+{
+    unsigned char v = (unsigned char)value;
+    set2d(ptr, count, &v, 1, count, 1, NULL);
+    return cudaSuccess;
+}
+
+API cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t stream)
+{
+    unsigned char v = (unsigned char)value;
+    set2d(ptr, count, &v, 1, count, 1, stream);
+    return cudaSuccess;
+}
+
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    copy2d(D(dst), n, src, n, n, 1, NULL);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+{
+    return cuMemcpyHtoD_v2(dst, src, n);
+}
+
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    copy2d(D(dst), n, D(src), n, n, 1, stream);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *c)
+{
+    settle(NULL);
+    char *src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? (char *)(uintptr_t)c->srcHost : D(c->srcDevice);
+    char *dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? (char *)c->dstHost : D(c->dstDevice);
+    for (size_t z = 0; z < c->Depth; z++)
+        for (size_t y = 0; y < c->Height; y++)
+            memmove(dst + ((c->dstZ + z) * c->dstHeight + c->dstY + y) * c->dstPitch + c->dstXInBytes,
+                    src + ((c->srcZ + z) * c->srcHeight + c->srcY + y) * c->srcPitch + c->srcXInBytes,
+                    c->WidthInBytes);
+    copied();
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n)
+{
+    set2d(D(dst), 4 * n, &v, 4, n, 1, NULL);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char v, size_t width,
+                               size_t height, CUstream stream)
+{
+    set2d(D(dst), pitch, &v, 1, width, height, stream);
+    return CUDA_SUCCESS;
+}
+
+/* ---- NCCL -------------------------------------------------------------------------- */
+
+typedef struct op {
+    int recv;   /* 0: send buffer to mailbox (or an all-reduce, all-gather); 1: receive */
+    const void *send;
+    void *dst;
+    size_t bytes, times; /* dst gets `times` copies of bytes (all-gather: one per rank) */
+    void *stream;
+} op_t;
+
+#define MAX_OPS 64
+static __thread op_t queued[MAX_OPS];
+static __thread size_t nqueued;
+static __thread int depth;
+static struct { void *data; size_t bytes; } mailbox[MAX_OPS];
+static size_t mail_head, mail_tail;
+
+/* The probes use 32-bit integers and floats (2, 7) and bytes. */
+static size_t type_size(ncclDataType_t t) { return t == 2 || t == 7 ? 4 : 1; }
+
+static void run_op(const op_t *o)
+{
+    settle(o->stream);
+    if (!o->recv && o->dst != NULL) {
+        for (size_t r = 0; r < o->times; r++)
+            memmove((char *)o->dst + r * o->bytes, o->send, o->bytes);
+    } else if (!o->recv) {
+        void *copy = malloc(o->bytes);
+        memcpy(copy, o->send, o->bytes);
+        mailbox[mail_tail++ % MAX_OPS] = (typeof(mailbox[0])){copy, o->bytes};
+    } else if (mail_head < mail_tail) {
+        typeof(mailbox[0]) m = mailbox[mail_head++ % MAX_OPS];
+        memcpy(o->dst, m.data, m.bytes < o->bytes ? m.bytes : o->bytes);
+        free(m.data);
+    }
+    pthread_mutex_lock(&lock);
+    counts.collectives++;
+    pthread_mutex_unlock(&lock);
+}
+
+static ncclResult_t submit(op_t o)
+{
+    if (depth == 0) {
+        run_op(&o);
+        return ncclSuccess;
+    }
+    if (nqueued == MAX_OPS)
+        return ncclInvalidUsage;
+    queued[nqueued++] = o;
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    *count = *(const int *)(const void *)comm;
+    return ncclSuccess;
+}
+
+/* One rank's sum is its own data. */
+API ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)op, (void)comm;
+    return submit((op_t){0, send, recv, count * type_size(t), 1, stream});
+}
+
+/* Every rank sent what this one did. */
+API ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
+                               ncclComm_t comm, cudaStream_t stream)
+{
+    int n;
+    ncclCommCount(comm, &n);
+    return submit((op_t){0, send, recv, count * type_size(t), (size_t)n, stream});
+}
+
+API ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t t, int peer,
+                          ncclComm_t comm, cudaStream_t stream)
+{
+    (void)peer, (void)comm;
+    return submit((op_t){0, send, NULL, count * type_size(t), 1, stream});
+}
+
+API ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t t, int peer, ncclComm_t comm,
+                          cudaStream_t stream)
+{
+    (void)peer, (void)comm;
+    return submit((op_t){1, NULL, recv, count * type_size(t), 1, stream});
+}
+
+API ncclResult_t ncclGroupStart(void)
+{
+    depth++;
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclGroupEnd(void)
+{
+    if (depth == 0)
+        return ncclInvalidUsage;
+    if (--depth > 0)
+        return ncclSuccess;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < nqueued; i++)
+            if (queued[i].recv == pass)
+                run_op(&queued[i]);
+    nqueued = 0;
+    return ncclSuccess;
 }

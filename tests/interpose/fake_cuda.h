@@ -14,6 +14,18 @@
  * they hold the expected pattern (the data may still be on its way, as a
  * kernel's would be behind a stream wait), failing after 10 s. A range
  * that is not mapped faults, as a kernel on unmapped memory would.
+ *
+ * Copies and memsets (the runtime's and the driver's that the probes use)
+ * and NCCL's collectives (one process; ncclComm_t points to an int, the
+ * communicator's size) do what they say on the calling thread, once the
+ * lms stream adopted for their stream has done what it was given (lms's
+ * fetches, which such a stream waits for on a GPU): memory that is not
+ * mapped faults. Inside an NCCL group, calls run at ncclGroupEnd, sends
+ * before receives (a receive takes the oldest send's data). Settling is an
+ * lms call, after which lms may evict what the call was given (on a GPU,
+ * such an eviction waits for the call's work on its stream; the stand-in
+ * enqueues nothing): the probes keep what one call touches a few chunks
+ * under the device limit, so that the reclaim thread's victims are older.
  */
 #ifndef LMS_TESTS_FAKE_CUDA_H
 #define LMS_TESTS_FAKE_CUDA_H
@@ -39,6 +51,8 @@ typedef struct fake_counts {
     uint64_t wrong;          /* pointers whose range never held the pattern */
     uint64_t param_queries;  /* cuFuncGetParamInfo and cuKernelGetParamInfo calls */
     uint64_t stream_destroys;
+    uint64_t copies;         /* copies and memsets done */
+    uint64_t collectives;    /* NCCL calls done (not queued in a group) */
     void *last_stream;       /* the stream of the last launch */
 } fake_counts_t;
 

@@ -1,0 +1,679 @@
+/*
+ * interpose/access.c — see access.h.
+ *
+ * Note [Copy and memset ranges]
+ * A copy reads its source range and writes its destination range; a memset
+ * writes its range. A range is named exactly (lms_access_many), so a small
+ * copy out of a large allocation moves only the chunks it touches. A
+ * destination every byte of which the call writes (a linear copy, a memset,
+ * a pitched one whose pitch is its width) is an overwrite: what is not on
+ * the device is not fetched first (LMS_OVERWRITE). That is also why a
+ * runtime copy with a kind CUDA does not know writes, rather than
+ * overwrites: CUDA will refuse it, and an overwrite would have given up the
+ * destination's contents. A range whose extent cannot be known (the linear
+ * side of a copy to or from a CUDA array, whose width is in the array's
+ * elements, or an extent whose arithmetic overflows), or that does not lie
+ * inside one live allocation (the program's mistake, which CUDA will report
+ * in its own way), makes the whole allocations its first and last bytes
+ * fall in resident instead (lms_access_pointers), and then so do all the
+ * ranges of that call. Host memory, CUDA arrays and memory lms did not hand
+ * out are not lms's: no range.
+ *
+ * Note [NCCL collectives]
+ * A collective reads count elements of its send buffer and writes count
+ * of its receive buffer, times the communicator's size where the operation
+ * gathers or scatters (ncclCommCount). Receive buffers are overwrites when
+ * every rank's is written whole (all-reduce, broadcast, reduce-scatter,
+ * all-gather, all-to-all, scatter, receive), and writes when only the
+ * root's is (reduce, gather): an overwrite of a buffer NCCL then leaves
+ * alone would lose its contents. A datatype lms does not know makes the
+ * whole allocations resident.
+ *
+ * Note [NCCL groups]
+ * Between ncclGroupStart and ncclGroupEnd, NCCL only records the calls; the
+ * kernels are launched by ncclGroupEnd, all at once. So a call inside a
+ * group makes nothing resident (that would last only until the next lms
+ * call); its ranges are kept, per thread, and the outermost ncclGroupEnd
+ * makes them all resident in one lms_access_many, on the stream of the
+ * group's first call, before NCCL launches. That is enough when a group
+ * spans several streams: NCCL makes every stream of the group wait for the
+ * others before its kernel starts, and makes them all wait for the kernel.
+ * If they cannot all be resident at once, ncclGroupEnd fails and does not
+ * go on to NCCL; the group is as it was, and ncclGroupEnd may be called
+ * again once memory is free.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "interpose/access.h"
+#include "interpose/launch.h"
+
+/* ---- ranges of one call, or of one NCCL group --------------------------------- */
+
+#define UNKNOWN SIZE_MAX /* an extent that cannot be known: the whole allocation */
+#define INLINE_RANGES 4
+
+typedef struct touches {
+    lms_range_t *r; /* inline_r, or on the heap once more are needed */
+    size_t n, cap;
+    bool whole;     /* some extent is unknown: whole allocations (Note [Copy and memset ranges]) */
+    bool no_memory; /* a range could not be kept */
+    lms_range_t inline_r[INLINE_RANGES];
+} touches_t;
+
+#define TOUCHES(t) touches_t t = {.r = t.inline_r, .cap = INLINE_RANGES}
+
+/* Notes that the call touches [ptr, ptr + bytes) (bytes may be UNKNOWN),
+ * if that is lms's memory. */
+static void touch(touches_t *t, const void *ptr, size_t bytes, lms_access_mode_t mode)
+{
+    if (bytes == 0 || !interpose_owns(ptr))
+        return;
+    if (t->n == t->cap) {
+        size_t cap = 2 * t->cap;
+        lms_range_t *r = malloc(cap * sizeof *r);
+        if (r == NULL) {
+            t->no_memory = true;
+            return;
+        }
+        memcpy(r, t->r, t->n * sizeof *r);
+        if (t->r != t->inline_r)
+            free(t->r);
+        t->r = r;
+        t->cap = cap;
+    }
+    if (bytes == UNKNOWN)
+        t->whole = true;
+    t->r[t->n++] = (lms_range_t){ptr, bytes == UNKNOWN ? 1 : bytes, mode};
+}
+
+static void touches_clear(touches_t *t)
+{
+    if (t->r != t->inline_r)
+        free(t->r);
+    *t = (touches_t){.r = t->inline_r, .cap = INLINE_RANGES};
+}
+
+/* The whole allocations of t's ranges, for `stream` (already adopted as s). */
+static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s)
+{
+    const void *stack[2 * INLINE_RANGES], **p = stack;
+    if (t->n > INLINE_RANGES && (p = malloc(2 * t->n * sizeof *p)) == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for %zu ranges", t->n);
+    size_t m = 0;
+    lms_access_mode_t mode = LMS_READ;
+    for (size_t i = 0; i < t->n; i++) {
+        p[m++] = t->r[i].ptr;
+        p[m++] = (const char *)t->r[i].ptr + (t->r[i].bytes - 1);
+        if (t->r[i].mode != LMS_READ)
+            mode = LMS_WRITE;
+    }
+    lms_status_t st = lms_access_pointers(p, m, mode, s);
+    if (st == LMS_ERR_INVALID && (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
+        st = lms_access_pointers(p, m, mode, s);
+    if (p != stack)
+        free(p);
+    return st;
+}
+
+/* Makes t's ranges resident on the lms stream adopted for `stream`. */
+static lms_status_t run(touches_t *t, void *stream)
+{
+    if (t->no_memory)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for the ranges of a call");
+    if (t->n == 0)
+        return LMS_OK;
+    lms_stream_t s;
+    lms_status_t st = interpose_stream(stream, false, &s);
+    if (st != LMS_OK)
+        return st;
+    if (!t->whole) {
+        st = lms_access_many(t->r, t->n, s);
+        if (st == LMS_ERR_INVALID && (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
+            st = lms_access_many(t->r, t->n, s);
+        if (st != LMS_ERR_INVALID)
+            return st;
+    }
+    return run_whole(t, stream, s);
+}
+
+/* ---- extents --------------------------------------------------------------------- */
+
+/* Rows of `width` bytes, `pitch` apart: from the first byte to the last. */
+static size_t span2d(size_t pitch, size_t width, size_t height)
+{
+    size_t b;
+    if (width == 0 || height == 0)
+        return 0;
+    if (__builtin_mul_overflow(height - 1, pitch, &b) || __builtin_add_overflow(b, width, &b))
+        return UNKNOWN;
+    return b;
+}
+
+/* And `depth` slices of `rows` rows each. */
+static size_t span3d(size_t pitch, size_t rows, size_t width, size_t height, size_t depth)
+{
+    size_t b, r;
+    if (width == 0 || height == 0 || depth == 0)
+        return 0;
+    if (__builtin_mul_overflow(depth - 1, rows, &r) || __builtin_add_overflow(r, height - 1, &r) ||
+        __builtin_mul_overflow(r, pitch, &b) || __builtin_add_overflow(b, width, &b))
+        return UNKNOWN;
+    return b;
+}
+
+/* base + ((z * rows) + y) * pitch + x, or NULL when it overflows. */
+static const void *at3d(uintptr_t base, size_t x, size_t y, size_t z, size_t pitch, size_t rows)
+{
+    size_t o;
+    if (__builtin_mul_overflow(z, rows, &o) || __builtin_add_overflow(o, y, &o) ||
+        __builtin_mul_overflow(o, pitch, &o) || __builtin_add_overflow(o, x, &o) ||
+        __builtin_add_overflow(base, o, &base))
+        return NULL;
+    return (const void *)base;
+}
+
+/* What a destination of a runtime copy of this kind is (Note [Copy and memset ranges]). */
+static lms_access_mode_t written(enum cudaMemcpyKind kind, bool every_byte)
+{
+    return every_byte && kind >= cudaMemcpyHostToHost && kind <= cudaMemcpyDefault ? LMS_OVERWRITE
+                                                                                    : LMS_WRITE;
+}
+
+/* ---- the runtime's copies and memsets ---------------------------------------------- */
+
+static lms_status_t copy1(void *dst, const void *src, size_t count, lms_access_mode_t dmode,
+                          void *stream)
+{
+    TOUCHES(t);
+    touch(&t, src, count, LMS_READ);
+    touch(&t, dst, count, dmode);
+    return run(&t, stream);
+}
+
+lms_status_t access_cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+    return copy1(dst, src, count, written(kind, true), NULL);
+}
+
+lms_status_t access_cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                                    enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    return copy1(dst, src, count, written(kind, true), stream);
+}
+
+static lms_status_t copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t height, enum cudaMemcpyKind kind, void *stream)
+{
+    TOUCHES(t);
+    touch(&t, src, span2d(spitch, width, height), LMS_READ);
+    touch(&t, dst, span2d(dpitch, width, height), written(kind, dpitch == width));
+    return run(&t, stream);
+}
+
+lms_status_t access_cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                 size_t width, size_t height, enum cudaMemcpyKind kind)
+{
+    return copy2d(dst, dpitch, src, spitch, width, height, kind, NULL);
+}
+
+lms_status_t access_cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                      size_t width, size_t height, enum cudaMemcpyKind kind,
+                                      cudaStream_t stream)
+{
+    return copy2d(dst, dpitch, src, spitch, width, height, kind, stream);
+}
+
+/* One side of a runtime 3D copy or memset: with an array on either side,
+ * the extent is in the array's elements, which lms does not know. */
+static void touch_pitched(touches_t *t, struct cudaPitchedPtr p, struct cudaPos pos,
+                          struct cudaExtent e, bool array, lms_access_mode_t mode)
+{
+    if (array) {
+        touch(t, p.ptr, UNKNOWN, mode);
+        return;
+    }
+    const void *at = at3d((uintptr_t)p.ptr, pos.x, pos.y, pos.z, p.pitch, p.ysize);
+    size_t bytes = span3d(p.pitch, p.ysize, e.width, e.height, e.depth);
+    touch(t, at != NULL ? at : p.ptr, at != NULL ? bytes : UNKNOWN, mode);
+}
+
+static lms_status_t copy3d(const struct cudaMemcpy3DParms *p, void *stream)
+{
+    if (p == NULL)
+        return LMS_OK; /* CUDA's to refuse */
+    TOUCHES(t);
+    bool array = p->srcArray != NULL || p->dstArray != NULL;
+    if (p->srcArray == NULL)
+        touch_pitched(&t, p->srcPtr, p->srcPos, p->extent, array, LMS_READ);
+    if (p->dstArray == NULL)
+        touch_pitched(&t, p->dstPtr, p->dstPos, p->extent, array, LMS_WRITE);
+    return run(&t, stream);
+}
+
+lms_status_t access_cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy3d(p, NULL); }
+
+lms_status_t access_cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
+{
+    return copy3d(p, stream);
+}
+
+lms_status_t access_cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
+                                   size_t count)
+{
+    (void)dstDevice, (void)srcDevice;
+    return copy1(dst, src, count, LMS_OVERWRITE, NULL);
+}
+
+lms_status_t access_cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
+                                        size_t count, cudaStream_t stream)
+{
+    (void)dstDevice, (void)srcDevice;
+    return copy1(dst, src, count, LMS_OVERWRITE, stream);
+}
+
+/* A symbol is a module's global, never lms's: only the other side is. */
+lms_status_t access_cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count,
+                                       size_t offset, enum cudaMemcpyKind kind)
+{
+    (void)symbol, (void)offset, (void)kind;
+    return copy1(NULL, src, count, LMS_READ, NULL);
+}
+
+lms_status_t access_cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count,
+                                         size_t offset, enum cudaMemcpyKind kind)
+{
+    (void)symbol, (void)offset;
+    return copy1(dst, NULL, count, written(kind, true), NULL);
+}
+
+lms_status_t access_cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count,
+                                            size_t offset, enum cudaMemcpyKind kind,
+                                            cudaStream_t stream)
+{
+    (void)symbol, (void)offset, (void)kind;
+    return copy1(NULL, src, count, LMS_READ, stream);
+}
+
+lms_status_t access_cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count,
+                                              size_t offset, enum cudaMemcpyKind kind,
+                                              cudaStream_t stream)
+{
+    (void)symbol, (void)offset;
+    return copy1(dst, NULL, count, written(kind, true), stream);
+}
+
+static lms_status_t set2d(const void *ptr, size_t pitch, size_t width, size_t height, void *stream)
+{
+    TOUCHES(t);
+    touch(&t, ptr, span2d(pitch, width, height), pitch == width ? LMS_OVERWRITE : LMS_WRITE);
+    return run(&t, stream);
+}
+
+lms_status_t access_cudaMemset(void *devPtr, int value, size_t count)
+{
+    (void)value;
+    return set2d(devPtr, count, count, 1, NULL);
+}
+
+lms_status_t access_cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+    (void)value;
+    return set2d(devPtr, count, count, 1, stream);
+}
+
+lms_status_t access_cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width,
+                                 size_t height)
+{
+    (void)value;
+    return set2d(devPtr, pitch, width, height, NULL);
+}
+
+lms_status_t access_cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width,
+                                      size_t height, cudaStream_t stream)
+{
+    (void)value;
+    return set2d(devPtr, pitch, width, height, stream);
+}
+
+static lms_status_t set3d(struct cudaPitchedPtr p, struct cudaExtent e, void *stream)
+{
+    TOUCHES(t);
+    touch_pitched(&t, p, (struct cudaPos){0, 0, 0}, e, false, LMS_WRITE);
+    return run(&t, stream);
+}
+
+lms_status_t access_cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                 struct cudaExtent extent)
+{
+    (void)value;
+    return set3d(pitchedDevPtr, extent, NULL);
+}
+
+lms_status_t access_cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value,
+                                      struct cudaExtent extent, cudaStream_t stream)
+{
+    (void)value;
+    return set3d(pitchedDevPtr, extent, stream);
+}
+
+/* ---- the driver's ---------------------------------------------------------------- */
+
+#define DPTR(d) ((const void *)(uintptr_t)(d))
+
+lms_status_t access_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return copy1((void *)DPTR(dst), DPTR(src), ByteCount, LMS_OVERWRITE, NULL);
+}
+
+lms_status_t access_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+                                  CUstream hStream)
+{
+    return copy1((void *)DPTR(dst), DPTR(src), ByteCount, LMS_OVERWRITE, hStream);
+}
+
+lms_status_t access_cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext,
+                                 CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
+{
+    (void)dstContext, (void)srcContext;
+    return copy1((void *)DPTR(dstDevice), DPTR(srcDevice), ByteCount, LMS_OVERWRITE, NULL);
+}
+
+lms_status_t access_cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
+                                      CUdeviceptr srcDevice, CUcontext srcContext,
+                                      size_t ByteCount, CUstream hStream)
+{
+    (void)dstContext, (void)srcContext;
+    return copy1((void *)DPTR(dstDevice), DPTR(srcDevice), ByteCount, LMS_OVERWRITE, hStream);
+}
+
+lms_status_t access_cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return copy1((void *)DPTR(dstDevice), srcHost, ByteCount, LMS_OVERWRITE, NULL);
+}
+
+lms_status_t access_cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy1(dstHost, DPTR(srcDevice), ByteCount, LMS_OVERWRITE, NULL);
+}
+
+lms_status_t access_cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy1((void *)DPTR(dstDevice), DPTR(srcDevice), ByteCount, LMS_OVERWRITE, NULL);
+}
+
+lms_status_t access_cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost,
+                                         size_t ByteCount, CUstream hStream)
+{
+    return copy1((void *)DPTR(dstDevice), srcHost, ByteCount, LMS_OVERWRITE, hStream);
+}
+
+lms_status_t access_cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                         CUstream hStream)
+{
+    return copy1(dstHost, DPTR(srcDevice), ByteCount, LMS_OVERWRITE, hStream);
+}
+
+lms_status_t access_cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+                                         size_t ByteCount, CUstream hStream)
+{
+    return copy1((void *)DPTR(dstDevice), DPTR(srcDevice), ByteCount, LMS_OVERWRITE, hStream);
+}
+
+/* One side of a driver 2D or 3D copy: device memory (or unified: an
+ * address) at x bytes, row y, slice z, of rows `pitch` apart and slices of
+ * `rows` rows. */
+static void touch_side(touches_t *t, CUmemorytype type, CUdeviceptr dev, size_t x, size_t y,
+                       size_t z, size_t pitch, size_t rows, size_t bytes, lms_access_mode_t mode)
+{
+    if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
+        return;
+    const void *at = at3d((uintptr_t)dev, x, y, z, pitch, rows);
+    touch(t, at != NULL ? at : DPTR(dev), at != NULL ? bytes : UNKNOWN, mode);
+}
+
+static lms_status_t drv_copy2d(const CUDA_MEMCPY2D *c, void *stream)
+{
+    if (c == NULL)
+        return LMS_OK;
+    TOUCHES(t);
+    touch_side(&t, c->srcMemoryType, c->srcDevice, c->srcXInBytes, c->srcY, 0, c->srcPitch, 0,
+               span2d(c->srcPitch, c->WidthInBytes, c->Height), LMS_READ);
+    touch_side(&t, c->dstMemoryType, c->dstDevice, c->dstXInBytes, c->dstY, 0, c->dstPitch, 0,
+               span2d(c->dstPitch, c->WidthInBytes, c->Height),
+               c->dstPitch == c->WidthInBytes || c->Height == 1 ? LMS_OVERWRITE : LMS_WRITE);
+    return run(&t, stream);
+}
+
+lms_status_t access_cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) { return drv_copy2d(pCopy, NULL); }
+
+lms_status_t access_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return drv_copy2d(pCopy, hStream);
+}
+
+static lms_status_t drv_copy3d(const CUDA_MEMCPY3D *c, void *stream)
+{
+    if (c == NULL)
+        return LMS_OK;
+    TOUCHES(t);
+    touch_side(&t, c->srcMemoryType, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ, c->srcPitch,
+               c->srcHeight, span3d(c->srcPitch, c->srcHeight, c->WidthInBytes, c->Height, c->Depth),
+               LMS_READ);
+    touch_side(&t, c->dstMemoryType, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch,
+               c->dstHeight, span3d(c->dstPitch, c->dstHeight, c->WidthInBytes, c->Height, c->Depth),
+               LMS_WRITE);
+    return run(&t, stream);
+}
+
+lms_status_t access_cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { return drv_copy3d(pCopy, NULL); }
+
+lms_status_t access_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{
+    return drv_copy3d(pCopy, hStream);
+}
+
+/* A driver memset of `height` rows of `width` elements of `size` bytes. */
+static lms_status_t drv_set(CUdeviceptr dst, size_t pitch, size_t width, size_t size,
+                            size_t height, void *stream)
+{
+    size_t row;
+    if (__builtin_mul_overflow(width, size, &row))
+        row = UNKNOWN;
+    if (height == 1)
+        pitch = row;
+    return set2d(DPTR(dst), pitch, row, row == UNKNOWN ? 1 : height, stream);
+}
+
+/* set2d takes UNKNOWN rows as the whole allocation: span2d(UNKNOWN, UNKNOWN, 1) is UNKNOWN. */
+#define DRV_SET(w, type)                                                                    \
+    lms_status_t access_cuMemsetD##w##_v2(CUdeviceptr dstDevice, type v, size_t N)          \
+    {                                                                                       \
+        (void)v;                                                                            \
+        return drv_set(dstDevice, 0, N, w / 8, 1, NULL);                                    \
+    }                                                                                       \
+    lms_status_t access_cuMemsetD##w##Async(CUdeviceptr dstDevice, type v, size_t N,        \
+                                            CUstream hStream)                               \
+    {                                                                                       \
+        (void)v;                                                                            \
+        return drv_set(dstDevice, 0, N, w / 8, 1, hStream);                                 \
+    }                                                                                       \
+    lms_status_t access_cuMemsetD2D##w##_v2(CUdeviceptr dstDevice, size_t dstPitch, type v, \
+                                            size_t Width, size_t Height)                    \
+    {                                                                                       \
+        (void)v;                                                                            \
+        return drv_set(dstDevice, dstPitch, Width, w / 8, Height, NULL);                    \
+    }                                                                                       \
+    lms_status_t access_cuMemsetD2D##w##Async(CUdeviceptr dstDevice, size_t dstPitch,       \
+                                              type v, size_t Width, size_t Height,          \
+                                              CUstream hStream)                             \
+    {                                                                                       \
+        (void)v;                                                                            \
+        return drv_set(dstDevice, dstPitch, Width, w / 8, Height, hStream);                 \
+    }
+DRV_SET(8, unsigned char)
+DRV_SET(16, unsigned short)
+DRV_SET(32, unsigned int)
+
+/* ---- NCCL ------------------------------------------------------------------------ */
+
+static __thread struct {
+    int depth;      /* ncclGroupStart calls not yet ended */
+    void *stream;   /* of the group's first call */
+    bool has_stream;
+    touches_t t;
+} group;
+
+void access_group_started(void)
+{
+    if (group.depth++ == 0) {
+        touches_clear(&group.t);
+        group.has_stream = false;
+    }
+}
+
+lms_status_t access_group_ending(void)
+{
+    if (group.depth != 1 || !group.has_stream)
+        return LMS_OK;
+    return run(&group.t, group.stream);
+}
+
+void access_group_ended(void)
+{
+    if (group.depth > 0 && --group.depth == 0)
+        touches_clear(&group.t);
+}
+
+/* The bytes of n elements of datatype d, times `ranks`; UNKNOWN if lms does
+ * not know d (a datatype of a later NCCL) or the product overflows. */
+static size_t elems(size_t n, ncclDataType_t d, size_t ranks)
+{
+    static const unsigned char size[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1}; /* ncclInt8.. */
+    size_t b;
+    if ((unsigned)d >= sizeof size || ranks == 0 || __builtin_mul_overflow(n, (size_t)size[d], &b) ||
+        __builtin_mul_overflow(b, ranks, &b))
+        return UNKNOWN;
+    return b;
+}
+
+/* The communicator's size; 0 if NCCL does not say. */
+static size_t ranks_of(ncclComm_t comm)
+{
+    static ncclResult_t (*count)(const ncclComm_t, int *);
+    if (count == NULL)
+        count = (ncclResult_t(*)(const ncclComm_t, int *))interpose_sym("ncclCommCount");
+    int n;
+    return count != NULL && count(comm, &n) == ncclSuccess && n > 0 ? (size_t)n : 0;
+}
+
+/* A collective's ranges: made resident now, or kept for the end of the
+ * thread's group (Note [NCCL groups]). */
+static lms_status_t collective(const void *send, size_t sbytes, const void *recv, size_t rbytes,
+                               lms_access_mode_t rmode, void *stream)
+{
+    if (group.depth == 0) {
+        TOUCHES(t);
+        touch(&t, send, sbytes, LMS_READ);
+        touch(&t, recv, rbytes, rmode);
+        return run(&t, stream);
+    }
+    touch(&group.t, send, sbytes, LMS_READ);
+    touch(&group.t, recv, rbytes, rmode);
+    if (!group.has_stream) {
+        group.stream = stream;
+        group.has_stream = true;
+    }
+    return LMS_OK;
+}
+
+lms_status_t access_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                  cudaStream_t stream)
+{
+    (void)op, (void)comm;
+    size_t b = elems(count, datatype, 1);
+    return collective(sendbuff, b, recvbuff, b, LMS_OVERWRITE, stream);
+}
+
+lms_status_t access_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                  ncclDataType_t datatype, int root, ncclComm_t comm,
+                                  cudaStream_t stream)
+{
+    (void)root, (void)comm;
+    size_t b = elems(count, datatype, 1);
+    return collective(sendbuff, b, recvbuff, b, LMS_OVERWRITE, stream);
+}
+
+lms_status_t access_ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
+                              ncclComm_t comm, cudaStream_t stream)
+{
+    (void)root, (void)comm;
+    return collective(NULL, 0, buff, elems(count, datatype, 1), LMS_WRITE, stream);
+}
+
+lms_status_t access_ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+    (void)op, (void)root, (void)comm;
+    size_t b = elems(count, datatype, 1);
+    return collective(sendbuff, b, recvbuff, b, LMS_WRITE, stream);
+}
+
+lms_status_t access_ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                      cudaStream_t stream)
+{
+    (void)op;
+    return collective(sendbuff, elems(recvcount, datatype, ranks_of(comm)), recvbuff,
+                      elems(recvcount, datatype, 1), LMS_OVERWRITE, stream);
+}
+
+lms_status_t access_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    return collective(sendbuff, elems(sendcount, datatype, 1), recvbuff,
+                      elems(sendcount, datatype, ranks_of(comm)), LMS_OVERWRITE, stream);
+}
+
+lms_status_t access_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    size_t b = elems(count, datatype, ranks_of(comm));
+    return collective(sendbuff, b, recvbuff, b, LMS_OVERWRITE, stream);
+}
+
+lms_status_t access_ncclGather(const void *sendbuff, void *recvbuff, size_t count,
+                               ncclDataType_t datatype, int root, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+    (void)root;
+    return collective(sendbuff, elems(count, datatype, 1), recvbuff,
+                      elems(count, datatype, ranks_of(comm)), LMS_WRITE, stream);
+}
+
+lms_status_t access_ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                ncclDataType_t datatype, int root, ncclComm_t comm,
+                                cudaStream_t stream)
+{
+    (void)root;
+    return collective(sendbuff, elems(count, datatype, ranks_of(comm)), recvbuff,
+                      elems(count, datatype, 1), LMS_OVERWRITE, stream);
+}
+
+lms_status_t access_ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                             ncclComm_t comm, cudaStream_t stream)
+{
+    (void)peer, (void)comm;
+    return collective(sendbuff, elems(count, datatype, 1), NULL, 0, LMS_READ, stream);
+}
+
+lms_status_t access_ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                             ncclComm_t comm, cudaStream_t stream)
+{
+    (void)peer, (void)comm;
+    return collective(NULL, 0, recvbuff, elems(count, datatype, 1), LMS_OVERWRITE, stream);
+}

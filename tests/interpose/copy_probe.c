@@ -1,0 +1,222 @@
+/*
+ * tests/interpose/copy_probe.c — copies, memsets and NCCL collectives
+ * through liblms.so's hooks on the sim backend, with libfake_cuda.so
+ * (fake_cuda.h) as the CUDA and NCCL they go on to. Run with
+ * LD_PRELOAD=liblms.so, LMS_BACKEND=sim, LMS_DEVICE_LIMIT=16MiB,
+ * LMS_HOST_LIMIT=64MiB, LMS_POLICY=lru (tests/CMakeLists.txt).
+ *
+ * Eight 4 MiB allocations (two 2 MiB chunks each) are written, so half of
+ * them are evicted, and a host copy of each is kept. Each call is made on
+ * memory that is not resident; the stand-in does it on the host, where
+ * memory lms did not map faults. After each, what the device holds is read
+ * back (through the hooked cudaMemcpy) and compared with the host copy.
+ * Also: an overwrite of whole chunks fetches nothing, a copy larger than
+ * the device fails without reaching CUDA, lookups by name give the copy
+ * hooks, and an NCCL group's buffers are made resident together at
+ * ncclGroupEnd (one that cannot fit fails there, loses nothing, and goes
+ * through once memory is free).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "lms.h"
+#include "interpose/nccl_abi.h"
+#include "fake_cuda.h"
+
+#define MIB ((size_t)1 << 20)
+#define N 8
+#define SIZE (4 * MIB)
+#define CHUNK (2 * MIB)
+
+#include "probe.h"
+
+static char *buf[N];
+static unsigned char *model[N]; /* what each allocation must hold */
+static unsigned char *host;     /* a host buffer of SIZE */
+
+static void fill(int i)
+{
+    uint64_t *w = (uint64_t *)(void *)buf[i];
+    CHECK(lms_access(w, SIZE, LMS_OVERWRITE, NULL) == LMS_OK, "access: %s", lms_last_error());
+    for (size_t j = 0; j < SIZE / 8; j++)
+        w[j] = fake_word(100 + (uint64_t)i, j);
+    memcpy(model[i], w, SIZE);
+}
+
+/* Allocation i, read back through cudaMemcpy, is its model. */
+static void expect_model(int i, const char *what)
+{
+    memset(host, 0, SIZE);
+    CHECK(cudaMemcpy(host, buf[i], SIZE, cudaMemcpyDeviceToHost) == cudaSuccess, "%s: read back", what);
+    size_t at = 0;
+    while (at < SIZE && host[at] == model[i][at])
+        at++;
+    CHECK(at == SIZE, "%s: allocation %d differs from its model at byte %zu", what, i, at);
+}
+
+static uint64_t fetched(void)
+{
+    lms_stats_t t;
+    CHECK(lms_stats(&t) == LMS_OK, "stats");
+    return t.bytes_h2d;
+}
+
+int main(void)
+{
+    host = malloc(SIZE);
+    unsigned char *data = malloc(SIZE);
+    CHECK(host != NULL && data != NULL, "host memory");
+    for (size_t j = 0; j < SIZE; j++)
+        data[j] = (unsigned char)(j * 7 + 3);
+    for (int i = 0; i < N; i++) {
+        model[i] = malloc(SIZE);
+        CHECK(model[i] != NULL && cudaMalloc((void **)&buf[i], SIZE) == cudaSuccess, "alloc %d", i);
+        fill(i);
+    }
+    lms_stats_t t0;
+    CHECK(lms_stats(&t0) == LMS_OK && t0.evictions >= 8, "half was evicted (%llu chunks)",
+          (unsigned long long)t0.evictions);
+    fake_counts_t c0 = fake_counts();
+
+    /* a synchronous copy out of memory that was evicted */
+    uint64_t h = fetched();
+    expect_model(0, "cudaMemcpy of evicted memory");
+    CHECK(fetched() - h == SIZE, "...fetched it (%llu bytes)", (unsigned long long)(fetched() - h));
+
+    /* an overwrite of a whole chunk fetches nothing of it; of part of one, that chunk */
+    h = fetched();
+    void *st = (void *)(uintptr_t)0x5000;
+    CHECK(cudaMemcpyAsync(buf[1] + CHUNK, data, CHUNK, cudaMemcpyHostToDevice, st) == cudaSuccess,
+          "cudaMemcpyAsync to a whole chunk");
+    memcpy(model[1] + CHUNK, data, CHUNK);
+    CHECK(fetched() == h, "an overwrite of a whole chunk fetched %llu bytes",
+          (unsigned long long)(fetched() - h));
+    expect_model(1, "after the overwrite");
+    CHECK(fetched() - h == CHUNK, "...its other chunk was fetched to read it back (%llu)",
+          (unsigned long long)(fetched() - h));
+    h = fetched();
+    CHECK(cudaMemcpyAsync(buf[2] + CHUNK + 1000, data, MIB, cudaMemcpyHostToDevice, st) ==
+              cudaSuccess, "cudaMemcpyAsync to part of a chunk");
+    memcpy(model[2] + CHUNK + 1000, data, MIB);
+    CHECK(fetched() - h == CHUNK, "part of a chunk written fetches it (%llu bytes)",
+          (unsigned long long)(fetched() - h));
+    expect_model(2, "after a partial write");
+
+    /* device to device, through the driver, on a stream */
+    CHECK(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)buf[3], (CUdeviceptr)(uintptr_t)buf[4], SIZE,
+                            (CUstream)st) == CUDA_SUCCESS, "cuMemcpyDtoDAsync");
+    memcpy(model[3], model[4], SIZE);
+    expect_model(3, "cuMemcpyDtoDAsync");
+
+    /* memsets: the range set, the rest kept */
+    CHECK(cudaMemset(buf[5] + 1000, 0xab, 3 * MIB) == cudaSuccess, "cudaMemset");
+    memset(model[5] + 1000, 0xab, 3 * MIB);
+    expect_model(5, "cudaMemset");
+    CHECK(cudaMemsetAsync(buf[6], 0x11, 100, st) == cudaSuccess, "cudaMemsetAsync");
+    memset(model[6], 0x11, 100);
+    unsigned v32 = 0xdeadbeef;
+    CHECK(cuMemsetD32((CUdeviceptr)(uintptr_t)buf[7] + CHUNK, v32, MIB / 4) == CUDA_SUCCESS,
+          "cuMemsetD32");
+    for (size_t j = 0; j < MIB / 4; j++)
+        memcpy(model[7] + CHUNK + 4 * j, &v32, 4);
+    expect_model(7, "cuMemsetD32");
+    CHECK(cuMemsetD2D8Async((CUdeviceptr)(uintptr_t)buf[6] + 3 * MIB, 4096, 7, 100, 10,
+                            (CUstream)st) == CUDA_SUCCESS, "cuMemsetD2D8Async");
+    for (size_t y = 0; y < 10; y++)
+        memset(model[6] + 3 * MIB + y * 4096, 7, 100);
+    expect_model(6, "cudaMemsetAsync and cuMemsetD2D8Async");
+
+    /* pitched copies: rows of 1000 bytes, 8192 apart, out of memory evicted */
+    CHECK(cudaMemcpy2D(host, 1000, buf[0] + 5000, 8192, 1000, 400, cudaMemcpyDeviceToHost) ==
+              cudaSuccess, "cudaMemcpy2D");
+    size_t bad = 0;
+    for (size_t y = 0; y < 400; y++)
+        bad += memcmp(host + y * 1000, model[0] + 5000 + y * 8192, 1000) != 0;
+    CHECK(bad == 0, "cudaMemcpy2D: %zu rows differ", bad);
+    CUDA_MEMCPY3D c3 = {.srcXInBytes = 16, .srcY = 1, .srcZ = 1, .srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                        .srcDevice = (CUdeviceptr)(uintptr_t)buf[1], .srcPitch = 65536,
+                        .srcHeight = 16, .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = host,
+                        .dstPitch = 64, .dstHeight = 4, .WidthInBytes = 64, .Height = 4, .Depth = 3};
+    CHECK(cuMemcpy3D(&c3) == CUDA_SUCCESS, "cuMemcpy3D");
+    bad = 0;
+    for (size_t z = 0; z < 3; z++)
+        for (size_t y = 0; y < 4; y++)
+            bad += memcmp(host + (z * 4 + y) * 64, model[1] + ((1 + z) * 16 + 1 + y) * 65536 + 16,
+                          64) != 0;
+    CHECK(bad == 0, "cuMemcpy3D: %zu rows differ", bad);
+
+    /* more than the device at once fails, and CUDA never sees it */
+    char *big;
+    unsigned char *bighost = malloc(20 * MIB);
+    CHECK(bighost != NULL && cudaMalloc((void **)&big, 20 * MIB) == cudaSuccess, "20 MiB");
+    fake_counts_t c = fake_counts();
+    CHECK(cudaMemcpy(bighost, big, 20 * MIB, cudaMemcpyDeviceToHost) == cudaErrorMemoryAllocation,
+          "a copy of more than the device fails");
+    CHECK(fake_counts().copies == c.copies, "...and does not reach CUDA");
+    CHECK(cudaFree(big) == cudaSuccess, "cudaFree");
+    free(bighost);
+
+    /* the driver's copy looked up by name is lms's, per-thread twin included */
+    void *self = dlopen(NULL, RTLD_NOW), *fn = NULL;
+    CUdriverProcAddressQueryResult found;
+    CHECK(cuGetProcAddress("cuMemcpyHtoD", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                           &found) == CUDA_SUCCESS && fn == dlsym(self, "cuMemcpyHtoD_v2_ptds"),
+          "cuGetProcAddress(cuMemcpyHtoD, per-thread) is lms's cuMemcpyHtoD_v2_ptds");
+    CHECK(cuGetProcAddress("cuMemcpyHtoD", &fn, 12000, 0, &found) == CUDA_SUCCESS &&
+              fn == dlsym(self, "cuMemcpyHtoD_v2"), "...and cuMemcpyHtoD_v2 otherwise");
+    CUresult (*htod)(CUdeviceptr, const void *, size_t) = (__typeof__(htod))fn;
+    CHECK(htod != NULL && htod((CUdeviceptr)(uintptr_t)buf[2], data + 1, 3 * MIB) == CUDA_SUCCESS,
+          "a copy through it");
+    memcpy(model[2], data + 1, 3 * MIB);
+    expect_model(2, "a copy through cuGetProcAddress's answer");
+
+    /* NCCL: an all-reduce (one rank's sum: a copy), an all-gather of two ranks */
+    int two = 2;
+    ncclComm_t comm = (ncclComm_t)(void *)&two;
+    CHECK(ncclAllReduce(buf[3], buf[4], SIZE / 4, (ncclDataType_t)7 /* float */, (ncclRedOp_t)0,
+                        comm, st) == ncclSuccess, "ncclAllReduce");
+    memcpy(model[4], model[3], SIZE);
+    expect_model(4, "ncclAllReduce");
+    CHECK(ncclAllGather(buf[5] + MIB, buf[0], CHUNK / 4, (ncclDataType_t)2 /* int32 */, comm, st) ==
+              ncclSuccess, "ncclAllGather");
+    memcpy(model[0], model[5] + MIB, CHUNK);
+    memcpy(model[0] + CHUNK, model[5] + MIB, CHUNK);
+    expect_model(0, "ncclAllGather");
+
+    /* a group: nothing runs before ncclGroupEnd, and its buffers (12 MiB)
+     * cannot all be resident while 8 MiB are pinned */
+    CHECK(lms_pin(buf[5], SIZE) == LMS_OK && lms_pin(buf[6], SIZE) == LMS_OK, "pin 8 MiB");
+    c = fake_counts();
+    CHECK(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+    CHECK(ncclSend(buf[7], SIZE, (ncclDataType_t)0, 1, comm, st) == ncclSuccess, "ncclSend");
+    CHECK(ncclRecv(buf[0], SIZE, (ncclDataType_t)0, 1, comm, st) == ncclSuccess, "ncclRecv");
+    CHECK(ncclSend(buf[1] + CHUNK, CHUNK, (ncclDataType_t)0, 1, comm, st) == ncclSuccess, "ncclSend");
+    CHECK(ncclRecv(buf[2], CHUNK, (ncclDataType_t)0, 1, comm, st) == ncclSuccess, "ncclRecv");
+    CHECK(ncclGroupEnd() == ncclUnhandledCudaError, "a group larger than what is free fails");
+    CHECK(fake_counts().collectives == c.collectives, "...and NCCL ran none of it");
+    CHECK(lms_unpin(buf[5], SIZE) == LMS_OK && lms_unpin(buf[6], SIZE) == LMS_OK, "unpin");
+    CHECK(ncclGroupEnd() == ncclSuccess, "the same group ends once memory is free");
+    CHECK(fake_counts().collectives - c.collectives == 4, "...and NCCL ran its four calls");
+    memcpy(model[0], model[7], SIZE);
+    memcpy(model[2], model[1] + CHUNK, CHUNK);
+    for (int i = 0; i < N; i++)
+        expect_model(i, "at the end");
+
+    fake_counts_t end = fake_counts();
+    for (int i = 0; i < N; i++) {
+        CHECK(cudaFree(buf[i]) == cudaSuccess, "cudaFree %d", i);
+        free(model[i]);
+    }
+    printf("copy_probe: %llu copies and memsets, %llu collectives: %s\n",
+           (unsigned long long)(end.copies - c0.copies),
+           (unsigned long long)(end.collectives - c0.collectives), failures ? "FAILED" : "ok");
+    free(host);
+    free(data);
+    return failures != 0;
+}
