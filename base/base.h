@@ -89,7 +89,9 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "eviction: by the learnt iteration schedule (Belady, with prefetch), or LRU only")  \
     X(stats, int, "0", NULL, "1: print lms_stats() on stderr at exit")                     \
     X(enable, int, "1", NULL,                                                                \
-      "0: the CUDA calls liblms.so interposes go straight to CUDA, as with no preload")
+      "0: the CUDA calls liblms.so interposes go straight to CUDA, as with no preload")     \
+    X(pin_smaller_than, size, "0", NULL,                                                     \
+      "interposed allocations smaller than this stay resident for their life; 0 = none")
 
 #define BASE_OPTION_CTYPE_size uint64_t
 #define BASE_OPTION_CTYPE_double double

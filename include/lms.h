@@ -104,6 +104,27 @@ LMS_API lms_status_t lms_reserved_range(void **base, size_t *bytes);
  * room not yet taken by allocations), at most total. */
 LMS_API lms_status_t lms_memory_info(size_t *free_bytes, size_t *total_bytes);
 
+/* Before lms starts (lms_init, or the first call that starts it): its
+ * device limit will be this share of the device's memory, in place of
+ * LMS_DEVICE_LIMIT, for this start and later ones (as a framework's memory
+ * fraction: torch.cuda.set_per_process_memory_fraction); 0 goes back to
+ * LMS_DEVICE_LIMIT. LMS_ERR_INVALID outside [0, 1]; LMS_ERR_UNSUPPORTED
+ * while lms runs (its limit is fixed until lms_shutdown). */
+LMS_API lms_status_t lms_set_device_fraction(double fraction);
+
+/* Before lms starts: it will start without swapping (as LMS_SWAP=0: the
+ * device limit is hard and allocations are backed at once), for code that
+ * hands out lms memory without seeing what the program's kernels touch (the
+ * PyTorch plugin loaded without the preload). LMS_ERR_UNSUPPORTED while lms
+ * runs with swapping; LMS_OK if it runs without. */
+LMS_API lms_status_t lms_forbid_swapping(void);
+
+/* Gives the driver back the device memory lms holds but nothing uses: the
+ * blocks of freed memory and those evictions left empty (a framework's
+ * empty_cache). lms creates blocks again, within its limit, when it needs
+ * them. Waits for the work that may still use freed memory first. */
+LMS_API lms_status_t lms_empty_cache(void);
+
 /* How work uses a range. */
 typedef enum lms_access_mode {
     LMS_READ = 1,      /* reads it: its contents must be there */

@@ -99,6 +99,20 @@ static void *real_fn(int i)
 #define MISSING_drv CUDA_ERROR_NOT_FOUND
 #define MISSING_nccl ncclInternalError
 
+/* The global scope's definition (dlopen(NULL)'s handle searches the global
+ * scope only; RTLD_DEFAULT, from here, would find liblms.so's own even when
+ * it was loaded locally). */
+bool interpose_hooks_live(void)
+{
+    Dl_info first, mine;
+    void *global = dlopen(NULL, RTLD_NOW);
+    void *f = global != NULL ? dlsym(global, "cudaLaunchKernel") : NULL;
+    if (global != NULL)
+        dlclose(global);
+    return f != NULL && dladdr(f, &first) != 0 && dladdr((void *)real_fn, &mine) != 0 &&
+           first.dli_fbase == mine.dli_fbase;
+}
+
 /* ---- lms's answers ----------------------------------------------------------------- */
 
 static bool enabled(void) { return base_options()->enable != 0; }
@@ -161,7 +175,10 @@ static lms_status_t said(lms_status_t st)
 
 static cudaError_t hook_cudaMalloc(void **devPtr, size_t size)
 {
-    return rt_error(said(lms_malloc(devPtr, size, NULL)));
+    lms_status_t st = lms_malloc(devPtr, size, NULL);
+    if (st == LMS_OK && (st = interpose_pin_small(*devPtr, size)) != LMS_OK)
+        *devPtr = NULL;
+    return rt_error(said(st));
 }
 
 /* cudaFree(NULL) is how programs make the runtime set up its context: that
@@ -186,8 +203,10 @@ static CUresult hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if (dptr == NULL || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     void *p;
-    lms_status_t st = said(lms_malloc(&p, bytesize, NULL));
+    lms_status_t st = lms_malloc(&p, bytesize, NULL);
     if (st == LMS_OK)
+        st = interpose_pin_small(p, bytesize);
+    if (said(st) == LMS_OK)
         *dptr = (CUdeviceptr)(uintptr_t)p;
     return drv_error(st);
 }
@@ -207,33 +226,11 @@ static CUresult hook_cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 
 /* ---- stream-ordered allocation ----------------------------------------------------- */
 
-/* size bytes on the lms stream adopted for the program's `stream`; a
- * handle found stale is adopted again (Note [Stream handles] in launch.c). */
-static lms_status_t malloc_on(void **p, size_t size, void *stream)
-{
-    lms_stream_t s;
-    lms_status_t st = interpose_stream(stream, false, &s);
-    if (st == LMS_OK && (st = lms_malloc(p, size, s)) == LMS_ERR_INVALID &&
-        (st = interpose_stream(stream, true, &s)) == LMS_OK)
-        st = lms_malloc(p, size, s);
-    return said(st);
-}
-
-static lms_status_t free_on(void *p, void *stream)
-{
-    lms_stream_t s;
-    lms_status_t st = interpose_stream(stream, false, &s);
-    if (st == LMS_OK && (st = lms_free(p, s)) == LMS_ERR_INVALID &&
-        (st = interpose_stream(stream, true, &s)) == LMS_OK)
-        st = lms_free(p, s);
-    return said(st);
-}
-
 static cudaError_t hook_cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
     if (devPtr == NULL)
         return cudaErrorInvalidValue;
-    return rt_error(malloc_on(devPtr, size, hStream));
+    return rt_error(said(interpose_malloc_on(devPtr, size, hStream)));
 }
 
 static CUresult hook_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -241,7 +238,7 @@ static CUresult hook_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstrea
     if (dptr == NULL || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     void *p;
-    lms_status_t st = malloc_on(&p, bytesize, hStream);
+    lms_status_t st = said(interpose_malloc_on(&p, bytesize, hStream));
     if (st == LMS_OK)
         *dptr = (CUdeviceptr)(uintptr_t)p;
     return drv_error(st);
@@ -253,7 +250,7 @@ static cudaError_t rt_free_async(void *devPtr, cudaStream_t hStream,
 {
     if (devPtr != NULL && !interpose_owns(devPtr))
         return real != NULL ? real(devPtr, hStream) : cudaErrorInvalidValue;
-    return rt_error(free_on(devPtr, hStream));
+    return rt_error(said(interpose_free_on(devPtr, hStream)));
 }
 
 static CUresult drv_free_async(CUdeviceptr dptr, CUstream hStream,
@@ -262,7 +259,7 @@ static CUresult drv_free_async(CUdeviceptr dptr, CUstream hStream,
     void *p = (void *)(uintptr_t)dptr;
     if (dptr == 0 || !interpose_owns(p))
         return real != NULL ? real(dptr, hStream) : CUDA_ERROR_INVALID_VALUE;
-    return drv_error(free_on(p, hStream));
+    return drv_error(said(interpose_free_on(p, hStream)));
 }
 
 /* The _ptsz twins: stream 0 means the calling thread's default stream, which

@@ -31,6 +31,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <cuda.h>
@@ -185,6 +186,54 @@ lms_status_t interpose_stream(void *native, bool fresh, lms_stream_t *out)
         streams[k].stream = *out;
         streams[k].set = true;
     }
+    return st;
+}
+
+/*
+ * Note [Pinned small allocations]
+ * What a kernel reaches through pointers stored in device memory (an array
+ * of pointers) no hook sees. Such arrays and what they point to are often
+ * small: with LMS_PIN_SMALLER_THAN, an allocation below it is pinned when it
+ * is made (lms_pin: resident from then on, for any stream) and stays pinned
+ * until its memory is released after the free, when the chunks it alone
+ * occupied drop their pins; a chunk shared with other small allocations
+ * stays pinned until all of them are freed. Pinned longer than needed,
+ * never shorter. An allocation that cannot be pinned is freed again and
+ * fails as out of memory.
+ */
+lms_status_t interpose_pin_small(void *p, size_t size)
+{
+    if (p == NULL || size == 0 || size >= base_options()->pin_smaller_than)
+        return LMS_OK;
+    lms_status_t st = lms_pin(p, size);
+    if (st != LMS_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", lms_last_error());
+        (void)lms_free(p, LMS_ALL_STREAMS);
+        st = base_fail(st, "LMS_PIN_SMALLER_THAN: %zu bytes could not be pinned: %s", size, why);
+    }
+    return st;
+}
+
+lms_status_t interpose_malloc_on(void **p, size_t size, void *stream)
+{
+    lms_stream_t s;
+    lms_status_t st = interpose_stream(stream, false, &s);
+    if (st == LMS_OK && (st = lms_malloc(p, size, s)) == LMS_ERR_INVALID &&
+        (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
+        st = lms_malloc(p, size, s);
+    if (st == LMS_OK && (st = interpose_pin_small(*p, size)) != LMS_OK)
+        *p = NULL;
+    return st;
+}
+
+lms_status_t interpose_free_on(void *p, void *stream)
+{
+    lms_stream_t s;
+    lms_status_t st = interpose_stream(stream, false, &s);
+    if (st == LMS_OK && (st = lms_free(p, s)) == LMS_ERR_INVALID &&
+        (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
+        st = lms_free(p, s);
     return st;
 }
 

@@ -40,6 +40,21 @@ bool interpose_owns(const void *ptr);
  * out stale; see Note [Stream handles] in launch.c). */
 lms_status_t interpose_stream(void *native, bool fresh, lms_stream_t *out);
 
+/* lms_malloc and lms_free on the lms stream adopted for the program's
+ * `stream`, adopted again if the handle kept for it turned out stale. */
+lms_status_t interpose_malloc_on(void **p, size_t size, void *stream);
+lms_status_t interpose_free_on(void *p, void *stream);
+
+/* p, of size bytes, pinned if LMS_PIN_SMALLER_THAN says so; if it cannot
+ * be, p is freed and the failure returned (Note [Pinned small allocations]
+ * in launch.c). interpose_malloc_on does it itself. */
+lms_status_t interpose_pin_small(void *p, size_t size);
+
+/* Whether the hooks are what the program calls: liblms.so's cudaLaunchKernel
+ * is the process's first definition (preloaded, or linked ahead of CUDA),
+ * not one loaded locally, as a plugin, behind CUDA's (interpose.c). */
+bool interpose_hooks_live(void);
+
 /* name from the CUDA library that defines it: the process's next definition
  * after liblms.so, else libcuda.so.1's if it is loaded already (the runtime
  * may load it without adding it to the global scope). NULL if neither. */

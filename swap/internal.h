@@ -203,6 +203,7 @@ HIDDEN lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, s
                                int slot, int pin);
 HIDDEN lms_status_t resid_unpin(const lms_range_t *r);
 HIDDEN void resid_stats(lms_stats_t *out);
+HIDDEN lms_status_t resid_empty_cache(void); /* lms_empty_cache; lock held */
 HIDDEN bool resid_window_open(void);
 /* The calling thread's count of chunks in its window (resid_window_open is
  * *count > 0), for its thread cache to read without a call. */

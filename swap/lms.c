@@ -448,7 +448,8 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     size_t chunk = S->chunk = S->dev->info.granularity, free_b, total;
     if ((st = dev_mem_info(S->dev, &free_b, &total)) != LMS_OK)
         goto fail;
-    size_t limit = cfg->device_limit;
+    size_t limit = cfg->device_fraction > 0 ? (size_t)(cfg->device_fraction * (double)total)
+                                            : cfg->device_limit;
     if (limit == 0)
         limit = free_b - (free_b / 8 < 512 * BASE_MiB ? free_b / 8 : 512 * BASE_MiB);
     if (limit > free_b) {
@@ -519,13 +520,71 @@ fail:
 }
 
 /* Initializes from the options if needed. Caller holds the lock. */
+static double device_fraction; /* lms_set_device_fraction's, for every later start */
+static bool no_swapping;       /* lms_forbid_swapping was called */
+
 static lms_status_t ensure(void)
 {
     if (S != NULL)
         return LMS_OK;
     swap_config_t cfg;
     swap_config_from_options(&cfg);
+    cfg.device_fraction = device_fraction;
+    cfg.swap = cfg.swap && !no_swapping;
     return init_locked(&cfg);
+}
+
+lms_status_t lms_forbid_swapping(void)
+{
+    enter();
+    lms_status_t st = LMS_OK;
+    if (S != NULL && S->cfg.swap)
+        st = base_fail(LMS_ERR_UNSUPPORTED, "lms_forbid_swapping: lms is running with swapping; "
+                       "call it before the first allocation");
+    else
+        no_swapping = true;
+    leave();
+    return st;
+}
+
+lms_status_t lms_set_device_fraction(double fraction)
+{
+    if (!(fraction >= 0 && fraction <= 1)) /* NaN too */
+        return base_fail(LMS_ERR_INVALID, "lms_set_device_fraction: %g is not in [0, 1]", fraction);
+    enter();
+    lms_status_t st = LMS_OK;
+    if (S != NULL)
+        st = base_fail(LMS_ERR_UNSUPPORTED, "lms_set_device_fraction: lms is running, with a device "
+                       "limit of %zu bytes; set the fraction before the first allocation",
+                       S->budget * S->chunk);
+    else
+        device_fraction = fraction;
+    leave();
+    return st;
+}
+
+/* Memory freed on streams comes back once their work up to the free is
+ * done (fences, waited for); thread caches give theirs back (this thread's
+ * now, the others' at their next call); then residency gives the blocks
+ * back. */
+lms_status_t lms_empty_cache(void)
+{
+    enter();
+    lms_status_t st = ensure();
+    if (st == LMS_OK) {
+        tc_flush();
+        tc_invalidate();
+        if ((st = collect_all(true, false)) == LMS_OK) {
+            wait_for_fences();
+            st = collect_all(false, false);
+        }
+        while (st == LMS_OK && alloc_trim_one(S->alloc)) { /* kept empty slabs' addresses */
+        }
+    }
+    if (st == LMS_OK)
+        st = resid_empty_cache();
+    leave();
+    return st;
 }
 
 lms_status_t lms_init(void)

@@ -1652,3 +1652,31 @@ void resid_stats(lms_stats_t *out)
     out->pinned_bytes = S->pinned * S->chunk;
     out->allocated_bytes = u.used_chunks * S->chunk;
 }
+
+/* ---- lms_empty_cache ---------------------------------------------------------- */
+
+/* Cached chunks (freed, still mapped) give their blocks to the pool once no
+ * queued work can use them (as an access that takes them: swap_sync_released),
+ * and the pool's blocks go back to the driver; created counts them out, so
+ * take_block creates them again within the budget. */
+lms_status_t resid_empty_cache(void)
+{
+    (void)progress(); /* copies that finished let their chunks go */
+    lms_status_t st = LMS_OK;
+    if (S->ncached > 0 && S->released_synced < S->released_at_once)
+        st = swap_sync_released();
+    for (bool more = true; st == LMS_OK && more;) {
+        more = false;
+        for (size_t i = 0; i < S->ncached && !more; i++)
+            more = S->ch[S->cached[i]].xfer == NULL;
+        if (more)
+            st = uncache_one();
+    }
+    while (st == LMS_OK && S->npool > 0) {
+        if ((st = dev_block_release(S->dev, S->pool[S->npool - 1])) == LMS_OK) {
+            S->npool--;
+            S->created--;
+        }
+    }
+    return st;
+}

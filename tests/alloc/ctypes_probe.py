@@ -1,6 +1,8 @@
 """tests/alloc/ctypes_probe.py LIB — Python's ctypes (as PyTorch's
 CUDAPluggableAllocator does, with dlopen) loads liblms.so, and lms allocates
-in the Python process (LMS_BACKEND=sim)."""
+in the Python process (LMS_BACKEND=sim), through lms.h and through the
+PyTorch plugin's entry points (lms_torch.h), found by name as
+CUDAPluggableAllocator finds them."""
 import ctypes
 import sys
 
@@ -22,5 +24,22 @@ if not ptr.value:
     sys.exit("FAIL: lms_malloc gave NULL")
 ok("lms_free", lib.lms_free(ptr, None))
 ok("lms_shutdown", lib.lms_shutdown())
-print("ctypes_probe: ctypes loaded %s; lms_init, lms_malloc, lms_free, lms_shutdown work"
-      % sys.argv[1])
+
+torch_malloc = lib.lms_torch_malloc
+torch_malloc.restype = ctypes.c_void_p
+torch_malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.lms_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+stream = ctypes.c_void_p(0x5000)  # a cudaStream_t: only a name on sim
+p = torch_malloc(4096, 0, stream)
+if not p:
+    sys.exit("FAIL: lms_torch_malloc gave NULL: %s" % lib.lms_last_error().decode())
+if torch_malloc(4096, 1, stream):
+    sys.exit("FAIL: lms_torch_malloc on device 1 (lms runs on device 0) did not fail")
+stats = (ctypes.c_uint64 * 15)()  # lms_stats_t: host_limit is its last field
+ok("lms_stats", lib.lms_stats(stats))
+if stats[14] != 0:
+    sys.exit("FAIL: loaded as a plugin alone, lms swaps (host limit %d): it cannot see kernels"
+             % stats[14])
+lib.lms_torch_free(p, 4096, 0, stream)
+print("ctypes_probe: ctypes loaded %s; lms_init, lms_malloc, lms_free, lms_shutdown, "
+      "lms_torch_malloc and lms_torch_free work" % sys.argv[1])

@@ -149,6 +149,61 @@ Test(lms, the_device_limit_is_respected_exactly)
     TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, chunk, NULL));
 }
 
+Test(lms, empty_cache_gives_back_the_blocks_nothing_uses_and_keeps_the_data)
+{
+    dev_device_t *dev = swap_device();
+    dev_stream_t *s = swap_stream(NULL);
+    void *p[8];
+    for (int i = 0; i < 8; i++) {
+        p[i] = must_malloc(chunk, NULL);
+        TEST_OK(dev_fill(dev, s, addr(p[i]), chunk, 300 + (uint64_t)i));
+    }
+    dev_live_t live;
+    dev_live(dev, &live);
+    size_t before = live.blocks;
+    cr_assert_geq(before, 8);
+    for (int i = 2; i < 8; i++)
+        TEST_OK(lms_free(p[i], NULL));
+    TEST_OK(lms_empty_cache());
+    dev_live(dev, &live);
+    cr_assert_eq(live.blocks, 2, "the two allocations' blocks are kept, the rest given back "
+                 "(%zu of %zu)", live.blocks, before);
+    unsigned char *want = malloc(chunk);
+    for (int i = 0; i < 2; i++) {
+        uint64_t sum = 0;
+        dev_fill_ref(want, chunk, 300 + (uint64_t)i);
+        TEST_OK(dev_checksum(dev, s, addr(p[i]), chunk, &sum));
+        TEST_OK(dev_stream_synchronize(dev, s));
+        cr_assert_eq(sum, dev_checksum_ref(want, chunk), "allocation %d kept its data", i);
+    }
+    free(want);
+    /* the limit is still all there: blocks are created again */
+    for (int i = 2; i < LIMIT_CHUNKS; i++)
+        check_usable(must_malloc(chunk, NULL), chunk, 400 + (uint64_t)i);
+}
+
+Test(lms, a_device_fraction_is_set_before_lms_starts_only)
+{
+    TEST_FAILS(LMS_ERR_UNSUPPORTED, lms_set_device_fraction(0.5));
+    cr_assert(strstr(lms_last_error(), "before the first allocation"), "%s", lms_last_error());
+    TEST_FAILS(LMS_ERR_INVALID, lms_set_device_fraction(1.5));
+    TEST_FAILS(LMS_ERR_INVALID, lms_set_device_fraction(-0.1));
+    TEST_FAILS(LMS_ERR_INVALID, lms_set_device_fraction(0.0 / 0.0));
+    size_t free_b, total, dev_free, dev_total;
+    TEST_OK(lms_memory_info(&free_b, &total));
+    cr_assert_eq(total, LIMIT_CHUNKS * chunk, "the running limit is unchanged");
+    TEST_OK(lms_shutdown());
+    TEST_OK(lms_set_device_fraction(0.25));
+    TEST_OK(lms_init()); /* the device of the options, with the fraction */
+    TEST_OK(lms_memory_info(&free_b, &total));
+    TEST_OK(dev_mem_info(swap_device(), &dev_free, &dev_total)); /* nothing allocated yet */
+    size_t c = swap_device()->info.granularity, want = (size_t)(0.25 * (double)dev_total) / c * c;
+    cr_assert_eq(total, want, "a quarter of the device's %zu bytes: %zu, want %zu", dev_total, total,
+                 want);
+    TEST_OK(lms_shutdown());
+    TEST_OK(lms_set_device_fraction(0)); /* back to LMS_DEVICE_LIMIT */
+}
+
 Test(lms, small_allocations_share_chunks_within_the_limit)
 {
     enum { N = 40000 };
