@@ -104,24 +104,6 @@ Test(torch, reset_gives_back_what_nothing_uses)
                  before.blocks);
 }
 
-/* A stream's work held back until gate opens (as test_lms's). */
-static atomic_int gate;
-
-static void wait_gate(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&gate))
-        usleep(1000);
-}
-
-static void *open_gate_later(void *arg)
-{
-    (void)arg;
-    usleep(200000);
-    atomic_store(&gate, 1);
-    return NULL;
-}
-
 Test(torch, memory_recorded_on_another_stream_waits_for_its_work)
 {
     hooks_live = false; /* a hard limit: the mallocs below need the memory freed */
@@ -133,22 +115,22 @@ Test(torch, memory_recorded_on_another_stream_waits_for_its_work)
     for (size_t i = 0; i < LIMIT / CHUNK; i++)
         cr_assert_not_null(p[i] = lms_torch_malloc(CHUNK, 0, a));
     /* b's work, on half of it, is held back */
-    atomic_store(&gate, 0);
-    TEST_OK(dev_host_func(swap_device(), swap_stream(sb), wait_gate, NULL));
+    test_gate_close();
+    TEST_OK(dev_host_func(swap_device(), swap_stream(sb), test_gate_wait, NULL));
     for (size_t i = 0; i < LIMIT / CHUNK / 2; i++)
         lms_torch_record_stream(p[i], b);
     for (size_t i = 0; i < LIMIT / CHUNK; i++)
         lms_torch_free(p[i], CHUNK, 0, a);
     /* what was not recorded comes back on a at once; the rest after b's work */
     pthread_t opener;
-    pthread_create(&opener, NULL, open_gate_later, NULL);
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
     for (size_t i = 0; i < LIMIT / CHUNK / 2; i++) {
         cr_assert_not_null(lms_torch_malloc(CHUNK, 0, a));
-        cr_assert(!atomic_load(&gate), "memory not recorded on b waited for b's work");
+        cr_assert(!test_gate_is_open(), "memory not recorded on b waited for b's work");
     }
     for (size_t i = 0; i < LIMIT / CHUNK / 2; i++) {
         cr_assert_not_null(lms_torch_malloc(CHUNK, 0, a));
-        cr_assert(atomic_load(&gate), "memory recorded on b came back before b's work ran");
+        cr_assert(test_gate_is_open(), "memory recorded on b came back before b's work ran");
     }
     pthread_join(opener, NULL);
 }

@@ -1,5 +1,6 @@
 /* tests/support/harness.c — see harness.h. */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
@@ -83,4 +84,27 @@ void test_expect_fault_in(const void *addr, size_t len)
     struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO};
     sigemptyset(&sa.sa_mask);
     cr_assert_eq(sigaction(SIGSEGV, &sa, NULL), 0);
+}
+
+static atomic_int gate;
+
+void test_gate_close(void) { atomic_store(&gate, 0); }
+
+void test_gate_open(void) { atomic_store(&gate, 1); }
+
+bool test_gate_is_open(void) { return atomic_load(&gate); }
+
+void test_gate_wait(void *unused)
+{
+    (void)unused;
+    while (!atomic_load(&gate))
+        usleep(1000);
+}
+
+void *test_gate_open_later(void *unused)
+{
+    (void)unused;
+    usleep(200000);
+    test_gate_open();
+    return NULL;
 }

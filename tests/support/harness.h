@@ -47,6 +47,18 @@ void test_run_unmap(dev_device_t *dev, test_run_t *run);
  * with status 3 instead, so the test fails. */
 void test_expect_fault_in(const void *addr, size_t len);
 
+/* A gate that holds a stream's work back until opened: enqueue
+ * test_gate_wait as a host function behind test_gate_close(), and open it from
+ * this thread or from a thread running test_gate_open_later (200 ms later).
+ * On cuda, host functions run one at a time on one driver thread, so while
+ * the gate is closed no other host function runs: nothing may wait for one
+ * (a checksum delivers its result with one) until the gate opens. */
+void test_gate_close(void);
+void test_gate_open(void);
+bool test_gate_is_open(void);
+void test_gate_wait(void *unused);
+void *test_gate_open_later(void *unused);
+
 /* Asserts status == LMS_OK, printing lms_last_error() if not. */
 #define TEST_OK(expr)                                                                       \
     do {                                                                                    \

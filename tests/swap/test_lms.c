@@ -266,18 +266,6 @@ Test(lms, absurd_sizes_fail_without_wrapping)
 
 /* ---- stream order ---- */
 
-/* Holds a stream's work back until opened. On cuda, host functions run one
- * at a time on one driver thread: while it is closed, nothing may wait for
- * another host function (test_swap's wait_gate says more). */
-static atomic_int gate;
-
-static void wait_gate(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&gate))
-        usleep(1000);
-}
-
 Test(lms, freed_memory_is_reused_at_once_on_its_stream_and_not_on_another)
 {
     lms_stream_t a, b;
@@ -286,8 +274,8 @@ Test(lms, freed_memory_is_reused_at_once_on_its_stream_and_not_on_another)
     dev_device_t *dev = swap_device();
     void *p = must_malloc(3 * chunk, a), *s = must_malloc(4096, a);
     /* a kernel on a that cannot finish until the gate opens, using p and s */
-    atomic_store(&gate, 0);
-    TEST_OK(dev_host_func(dev, swap_stream(a), wait_gate, NULL));
+    test_gate_close();
+    TEST_OK(dev_host_func(dev, swap_stream(a), test_gate_wait, NULL));
     TEST_OK(dev_fill(dev, swap_stream(a), addr(p), 3 * chunk, 1));
     TEST_OK(dev_fill(dev, swap_stream(a), addr(s), 4096, 2));
     TEST_OK(lms_free(p, a));
@@ -308,7 +296,7 @@ Test(lms, freed_memory_is_reused_at_once_on_its_stream_and_not_on_another)
     /* a itself reuses both at once */
     cr_assert_eq(must_malloc(3 * chunk, a), p);
     cr_assert_eq(must_malloc(4096, a), s);
-    atomic_store(&gate, 1);
+    test_gate_open();
     TEST_OK(lms_stream_synchronize(a));
 }
 
@@ -333,14 +321,6 @@ Test(lms, reuse_on_a_stream_never_hands_out_less_than_asked)
     TEST_OK(lms_stream_destroy(a));
 }
 
-static void *open_gate_later(void *arg)
-{
-    (void)arg;
-    usleep(200000);
-    atomic_store(&gate, 1);
-    return NULL;
-}
-
 Test(lms, memory_freed_on_one_stream_reaches_another_once_its_work_is_done)
 {
     lms_stream_t a, b;
@@ -351,18 +331,18 @@ Test(lms, memory_freed_on_one_stream_reaches_another_once_its_work_is_done)
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         all[i] = must_malloc(chunk, a);
     /* a's work on all of it is held back for 200 ms, and freed behind it */
-    atomic_store(&gate, 0);
-    TEST_OK(dev_host_func(dev, swap_stream(a), wait_gate, NULL));
+    test_gate_close();
+    TEST_OK(dev_host_func(dev, swap_stream(a), test_gate_wait, NULL));
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         TEST_OK(dev_fill(dev, swap_stream(a), addr(all[i]), chunk, 40 + (uint64_t)i));
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         TEST_OK(lms_free(all[i], a));
     pthread_t opener;
-    pthread_create(&opener, NULL, open_gate_later, NULL);
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
     /* b needs the whole limit: lms fences a and waits for that event only */
     for (int i = 0; i < LIMIT_CHUNKS; i++) {
         all[i] = must_malloc(chunk, b);
-        cr_assert(atomic_load(&gate), "b got a's memory before a's work could run");
+        cr_assert(test_gate_is_open(), "b got a's memory before a's work could run");
     }
     pthread_join(opener, NULL);
     for (int i = 0; i < LIMIT_CHUNKS; i++)
@@ -381,14 +361,14 @@ Test(lms, with_one_stream_a_freed_chunk_is_not_unmapped_under_queued_work)
      * rather than unmap p under it (the sim would fault) */
     dev_device_t *dev = swap_device();
     void *p = must_malloc(chunk, NULL), *q = must_malloc((LIMIT_CHUNKS - 2) * chunk, NULL);
-    atomic_store(&gate, 0);
-    TEST_OK(dev_host_func(dev, swap_stream(NULL), wait_gate, NULL));
+    test_gate_close();
+    TEST_OK(dev_host_func(dev, swap_stream(NULL), test_gate_wait, NULL));
     TEST_OK(dev_fill(dev, swap_stream(NULL), addr(p), chunk, 5));
     TEST_OK(lms_free(p, NULL));
     pthread_t opener;
-    pthread_create(&opener, NULL, open_gate_later, NULL);
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
     void *r = must_malloc(2 * chunk, NULL); /* 1 spare block + p's */
-    cr_assert(atomic_load(&gate), "the block was taken before the kernel on it ran");
+    cr_assert(test_gate_is_open(), "the block was taken before the kernel on it ran");
     pthread_join(opener, NULL);
     TEST_OK(lms_stream_synchronize(NULL));
     TEST_OK(lms_free(r, NULL));
@@ -413,8 +393,8 @@ Test(lms, destroying_a_busy_stream_does_not_hold_up_other_threads)
     static destroyer_t d;
     TEST_OK(lms_stream_create(&d.stream));
     void *p = must_malloc(4096, d.stream);
-    atomic_store(&gate, 0);
-    TEST_OK(dev_host_func(swap_device(), swap_stream(d.stream), wait_gate, NULL));
+    test_gate_close();
+    TEST_OK(dev_host_func(swap_device(), swap_stream(d.stream), test_gate_wait, NULL));
     TEST_OK(lms_free(p, d.stream)); /* pending behind the gate */
     pthread_t t;
     pthread_create(&t, NULL, destroy_stream, &d);
@@ -422,7 +402,7 @@ Test(lms, destroying_a_busy_stream_does_not_hold_up_other_threads)
     void *other = must_malloc(256, NULL);
     cr_assert_eq(atomic_load(&d.done), 0, "destroy waits for the stream's work...");
     TEST_OK(lms_free(other, NULL)); /* ...but lms stays usable meanwhile */
-    atomic_store(&gate, 1);
+    test_gate_open();
     pthread_join(t, NULL);
     cr_assert_eq(atomic_load(&d.done), 1);
 }
@@ -439,19 +419,19 @@ Test(lms, a_free_for_all_streams_waits_for_the_work_of_every_stream)
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         all[i] = must_malloc(chunk, NULL);
     /* a's work on all of it is held back for 200 ms; the frees name no stream */
-    atomic_store(&gate, 0);
-    TEST_OK(dev_host_func(dev, swap_stream(a), wait_gate, NULL));
+    test_gate_close();
+    TEST_OK(dev_host_func(dev, swap_stream(a), test_gate_wait, NULL));
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         TEST_OK(dev_fill(dev, swap_stream(a), addr(all[i]), chunk, 60 + (uint64_t)i));
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         TEST_OK(lms_free(all[i], LMS_ALL_STREAMS));
     pthread_t opener;
-    pthread_create(&opener, NULL, open_gate_later, NULL);
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
     /* neither the default stream (where they were allocated) nor b may
      * have them before a's work has run */
     for (int i = 0; i < LIMIT_CHUNKS; i++) {
         all[i] = must_malloc(chunk, i % 2 ? b : NULL);
-        cr_assert(atomic_load(&gate), "memory freed for all streams came back before a's work ran");
+        cr_assert(test_gate_is_open(), "memory freed for all streams came back before a's work ran");
     }
     pthread_join(opener, NULL);
     for (int i = 0; i < LIMIT_CHUNKS; i++)

@@ -247,27 +247,6 @@ static void all_room_is_free_again(void)
     free_all(p, n);
 }
 
-/* A gate that holds a stream's work back until opened (by another thread).
- * On cuda, host functions run one at a time on one driver thread, so while
- * the gate is closed no other host function runs: nothing may wait for a
- * checksum (it delivers its result with one) until the gate opens. */
-static atomic_int gate;
-
-static void wait_gate(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&gate))
-        usleep(1000);
-}
-
-static void *open_gate_later(void *arg)
-{
-    (void)arg;
-    usleep(200000);
-    atomic_store(&gate, 1);
-    return NULL;
-}
-
 /* ---- more than the device holds ------------------------------------------ */
 
 Test(swap, four_times_the_device_limit_is_written_then_read_back_correct)
@@ -882,7 +861,7 @@ Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
     /* p[0]: never accessed; p[1 .. gated-1]: written (the early ones
      * evicted); the last two: pinned then unpinned, and read; p[gated]:
      * resident with a kernel queued behind a gate (closed last: nothing
-     * may wait for a checksum while it is closed, see wait_gate) */
+     * may wait for a checksum while it is closed, see test_gate_wait) */
     for (size_t i = 1; i < gated; i++)
         fill(p[i], chunk, i);
     for (size_t i = gated + 1; i < n; i++) {
@@ -892,11 +871,11 @@ Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
     }
     EXPECT_FILLED(p[n - 1], chunk, n - 1);
     TEST_OK(lms_stream_synchronize(NULL));
-    atomic_store(&gate, 0);
+    test_gate_close();
     dev_device_t *dev = swap_device();
     dev_stream_t *ds = swap_stream(a);
     TEST_OK(lms_access(p[gated], chunk, LMS_OVERWRITE, a));
-    TEST_OK(dev_host_func(dev, ds, wait_gate, NULL));
+    TEST_OK(dev_host_func(dev, ds, test_gate_wait, NULL));
     TEST_OK(dev_fill(dev, ds, addr(p[gated]), chunk, gated));
     lms_stats_t s0 = stats();
     cr_assert_eq(s0.allocated_bytes, n * chunk);
@@ -906,7 +885,7 @@ Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
         if (i != gated)
             TEST_OK(lms_free(p[i], NULL));
     pthread_t opener;
-    pthread_create(&opener, NULL, open_gate_later, NULL);
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
     /* all of it again, on the other stream (so p[gated] waits for the gate) */
     for (size_t i = 0; i < n; i++) {
         p[i] = NULL;
@@ -953,16 +932,16 @@ Test(swap, eviction_waits_for_the_work_queued_on_a_chunk)
     TEST_OK(lms_stream_synchronize(NULL));
     /* a: gate, fill w, checksum r; the host does not wait for them */
     uint64_t sum = 0;
-    atomic_store(&gate, 0);
+    test_gate_close();
     lms_range_t ranges[2] = {{w, chunk, LMS_OVERWRITE}, {r, chunk, LMS_READ}};
     dev_device_t *dev = swap_device();
     dev_stream_t *ds = swap_stream(a);
     TEST_OK(lms_access_many(ranges, 2, a));
-    TEST_OK(dev_host_func(dev, ds, wait_gate, NULL));
+    TEST_OK(dev_host_func(dev, ds, test_gate_wait, NULL));
     TEST_OK(dev_fill(dev, ds, addr(w), chunk, 1));
     TEST_OK(dev_checksum(dev, ds, addr(r), chunk, &sum));
     pthread_t opener;
-    pthread_create(&opener, NULL, open_gate_later, NULL);
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
     /* meanwhile the default stream wants the whole device twice over: w
      * and r may go, but not from under a's kernels */
     void **other = chunks_filled(2 * LIMIT_CHUNKS, 10);
@@ -1260,8 +1239,8 @@ static void fetch_held_back_and_unfenced(void *x)
     pthread_mutex_lock(&swap_lock);
     TEST_OK(swap_sync_released());
     pthread_mutex_unlock(&swap_lock);
-    atomic_store(&gate, 0);
-    TEST_OK(dev_host_func(swap_device(), S->h2d, wait_gate, NULL));
+    test_gate_close();
+    TEST_OK(dev_host_func(swap_device(), S->h2d, test_gate_wait, NULL));
     dev_fault_plan_t pl = {.op = DEV_OP_event_record, .probability = 1,
                            .also = 1ull << DEV_OP_stream_synchronize, .status = INJECTED};
     TEST_OK(dev_fault_set(swap_device(), &pl));
@@ -1278,7 +1257,7 @@ Test(swap_faults, a_copy_whose_end_cannot_be_known_is_neither_used_nor_unmapped_
     fetch_held_back_and_unfenced(x);
     no_faults();
     pthread_t opener;
-    pthread_create(&opener, NULL, open_gate_later, NULL);
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
     EXPECT_FILLED(x, chunk, 3); /* waits for the copy */
     pthread_join(opener, NULL);
     /* again, and other memory wants x's block meanwhile: whatever fails,
@@ -1291,7 +1270,7 @@ Test(swap_faults, a_copy_whose_end_cannot_be_known_is_neither_used_nor_unmapped_
         cr_assert(st == LMS_OK || st == INJECTED, "%s", lms_last_error());
     }
     no_faults();
-    atomic_store(&gate, 1);
+    test_gate_open();
     EXPECT_FILLED(x, chunk, 4);
     for (int i = 0; i < LIMIT_CHUNKS; i++) {
         fill(y[i], chunk, 600 + (uint64_t)i);
