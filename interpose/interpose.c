@@ -32,9 +32,11 @@
  * sim backend nothing runs kernels: tests/interpose checks the hooks with
  * a stand-in CUDA.
  *
- * A program that links libcudart statically (nvcc's default) binds its
- * runtime calls inside itself: no preload reaches them. PyTorch links the
- * shared libcudart.
+ * A program or library that links libcudart statically (nvcc's default)
+ * binds its runtime calls inside itself: no preload reaches them. Its
+ * runtime finds the driver with dlopen and dlsym, which liblms.so answers
+ * (Note [dlsym] in dlsym.c), so its allocations, launches and copies reach
+ * lms as driver calls. PyTorch links the shared libcudart.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -444,7 +446,8 @@ static ncclResult_t hook_ncclGroupEnd(void)
  * and later; the _ptds or _ptsz twin when the per-thread default stream is
  * asked for; wrapper_for), the answer is
  * lms's wrapper instead. The lookup functions are hooked too, so a lookup
- * of cuGetProcAddress itself gets lms's.
+ * of cuGetProcAddress itself gets lms's, and so is dlsym on a library's
+ * handle (dlsym.c), where the runtime finds cuGetProcAddress.
  */
 
 static const char hook_lib[NHOOKS] = {
@@ -536,6 +539,18 @@ static cudaError_t hook_cudaGetDriverEntryPointByVersion(const char *symbol, voi
     if (r == cudaSuccess && (status == NULL || *status == cudaDriverEntryPointSuccess))
         swap_in(funcPtr, symbol, (int)cudaVersion, flags);
     return r;
+}
+
+void *interpose_dlsym_answer(const char *symbol, void *found)
+{
+    /* names of CUDA's and NCCL's only: nothing else pays for the search */
+    if (found == NULL || symbol == NULL || (strncmp(symbol, "cu", 2) != 0 &&
+                                            strncmp(symbol, "nccl", 4) != 0) || !enabled())
+        return found;
+    for (int i = 0; i < NHOOKS; i++)
+        if (strcmp(hook_name[i], symbol) == 0)
+            return real_fn(i) == found ? hook_wrapper[i] : found;
+    return found;
 }
 
 /* ---- the exported wrappers --------------------------------------------------------- */

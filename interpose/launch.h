@@ -60,4 +60,10 @@ bool interpose_hooks_live(void);
  * may load it without adding it to the global scope). NULL if neither. */
 void *interpose_sym(const char *name);
 
+/* What dlsym answers for symbol, which a library's handle gave as found:
+ * lms's wrapper when symbol is hooked, lms is enabled, and found is the
+ * function that wrapper calls; found otherwise (interpose.c; Note [dlsym]
+ * in dlsym.c). */
+void *interpose_dlsym_answer(const char *symbol, void *found);
+
 #endif /* LMS_INTERPOSE_LAUNCH_H */

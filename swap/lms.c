@@ -431,12 +431,56 @@ static void stats_at_exit(void)
 
 static void register_stats_at_exit(void) { atexit(stats_at_exit); }
 
+/*
+ * Note [Fork]
+ * A process forked after lms started gets a copy of lms's tables but none
+ * of its threads (the reclaim thread, the sim's streams) and no device:
+ * CUDA cannot be used in the child of a process that initialized it. In the
+ * child, lms is as if never started and cannot start: what would start it
+ * fails with LMS_ERR_UNSUPPORTED and says why, and the parent's pointers
+ * are not lms's (the copied tables are left alone: copy-on-write, they
+ * cost the child nothing untouched). A child forked before lms started may
+ * start it. fork waits for the lms calls in progress on other threads, so
+ * that the child finds the lock free: its handlers (pthread_atfork,
+ * registered at the first start, after jemalloc's, so that jemalloc's
+ * locks are still free while lms's are waited for) take swap_lock before
+ * and release it after, on both sides.
+ */
+static bool forked_after_start;
+
+static void before_fork(void) { pthread_mutex_lock(&swap_lock); }
+
+static void after_fork_parent(void) { pthread_mutex_unlock(&swap_lock); }
+
+static void after_fork_child(void)
+{
+    if (S != NULL) {
+        forked_after_start = true;
+        S = NULL;
+        tc_invalidate();
+    }
+    pthread_mutex_unlock(&swap_lock);
+}
+
+static void register_fork_handlers(void)
+{
+    if (pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0)
+        base_log(BASE_LOG_WARN, "pthread_atfork failed: a fork during an lms call may leave "
+                                "the child's lms locked");
+}
+
 static lms_status_t init_locked(const swap_config_t *cfg)
 {
     char a[32], b[32], c[32];
+    if (forked_after_start)
+        return base_fail(LMS_ERR_UNSUPPORTED,
+                         "lms: this process was forked after lms started in its parent: lms "
+                         "cannot start in it (nor can CUDA), and the parent's memory is not its");
     S = base_meta_calloc(1, sizeof *S);
     if (S == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory");
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    pthread_once(&fork_once, register_fork_handlers);
     S->cfg = *cfg;
     S->generation = ++generations;
     lms_status_t st = dev_open(&cfg->device, &S->dev);

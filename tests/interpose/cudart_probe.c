@@ -8,7 +8,12 @@
  *   cudart_probe            the answers are lms's
  *   cudart_probe disabled   with LMS_ENABLE=0: none of them is lms's (on a
  *                           machine without a GPU, CUDA's own errors)
+ *   cudart_probe nogpu      with LMS_BACKEND=cuda and no GPU visible
+ *                           (CUDA_VISIBLE_DEVICES empty): allocations fail,
+ *                           launches, copies and frees get CUDA's answers,
+ *                           and nothing crashes
  *
+ * dlsym on libcudart's handle gives lms's cudaMalloc (LMS_ENABLE=0: CUDA's).
  * lms's own functions are found with dlsym, as a program without lms.h
  * would: they are only there because of the preload.
  */
@@ -47,9 +52,27 @@ static int in_lms_range(const void *p)
     return (uintptr_t)p >= (uintptr_t)base && (uintptr_t)p - (uintptr_t)base < bytes;
 }
 
+/* dlsym of cudaMalloc on libcudart's own handle (Note [dlsym] in
+ * interpose/dlsym.c): lms's wrapper when lms is enabled, CUDA's when not. */
+static int dlsym_gives_lms_cudaMalloc(void)
+{
+    Dl_info rt;
+    void *h = NULL;
+    if (dladdr((void *)cudaGetErrorName, &rt) != 0)
+        h = dlopen(rt.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    CHECK(h != NULL, "libcudart's handle");
+    void *f = h != NULL ? dlsym(h, "cudaMalloc") : NULL, *first = dlsym(RTLD_DEFAULT, "cudaMalloc");
+    Dl_info in;
+    CHECK(f != NULL && dladdr(f, &in) != 0, "dlsym(libcudart, cudaMalloc)");
+    if (h != NULL)
+        dlclose(h);
+    return f == first && strcmp(in.dli_fname, rt.dli_fname) != 0;
+}
+
 static void enabled(void)
 {
     CHECK(lms_range() != NULL, "lms_reserved_range is not in the process: is liblms.so preloaded?");
+    CHECK(dlsym_gives_lms_cudaMalloc(), "dlsym on libcudart's handle gives lms's cudaMalloc");
     size_t free_b = 0, total = 0;
     cudaError_t e = cudaMemGetInfo(&free_b, &total);
     CHECK(e == cudaSuccess && total == LIMIT && free_b == LIMIT,
@@ -98,6 +121,7 @@ static void disabled(void)
     size_t free_b = 0, total = 0;
     cudaError_t e = cudaMemGetInfo(&free_b, &total);
     CHECK(e != cudaSuccess || total != LIMIT, "cudaMemGetInfo gave lms's budget with LMS_ENABLE=0");
+    CHECK(!dlsym_gives_lms_cudaMalloc(), "dlsym on libcudart's handle gave lms's cudaMalloc with LMS_ENABLE=0");
     void *p = NULL;
     e = cudaMalloc(&p, MIB);
     CHECK(e != cudaSuccess || !in_lms_range(p), "cudaMalloc gave lms's memory with LMS_ENABLE=0");
@@ -108,10 +132,38 @@ static void disabled(void)
                cudaGetErrorName(e));
 }
 
+static void kernel_stub(void) {} /* never registered: CUDA cannot run it */
+
+static void nogpu(void)
+{
+    void *p = (void *)1;
+    size_t free_b, total;
+    cudaError_t e = cudaMalloc(&p, MIB);
+    CHECK(e != cudaSuccess && p == NULL, "cudaMalloc without a GPU: %d, %p", (int)e, p);
+    CHECK(cudaMemGetInfo(&free_b, &total) != cudaSuccess, "cudaMemGetInfo without a GPU");
+    CHECK(cudaMallocAsync(&p, MIB, NULL) != cudaSuccess, "cudaMallocAsync without a GPU");
+    (void)cudaFree(NULL); /* CUDA's answers, whatever they are: no crash */
+    (void)cudaFree((void *)(uintptr_t)0x12340000);
+    void *arg = &p, *args[] = {&arg};
+    (void)cudaLaunchKernel((const void *)kernel_stub, (dim3){1, 1, 1}, (dim3){1, 1, 1}, args, 0, NULL);
+    char a[16] = "lms", b[16];
+    (void)cudaMemcpy(b, a, sizeof a, cudaMemcpyHostToHost);
+    (void)cudaMemset((void *)(uintptr_t)0x12340000, 0, 16);
+    (void)cudaStreamDestroy((cudaStream_t)(uintptr_t)0x5000);
+    void *fn;
+    enum cudaDriverEntryPointQueryResult found;
+    (void)cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 12000, cudaEnableDefault, &found);
+    if (failures == 0)
+        printf("cudart_probe: without a GPU every call answered, none crashed (cudaMalloc: %s)\n",
+               cudaGetErrorName(e));
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "disabled") == 0)
         disabled();
+    else if (argc > 1 && strcmp(argv[1], "nogpu") == 0)
+        nogpu();
     else
         enabled();
     if (failures == 0 && argc == 1)

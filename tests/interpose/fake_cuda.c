@@ -203,6 +203,19 @@ API CUresult cuStreamDestroy_v2(CUstream stream)
  * to exist (cuMemAlloc, cuCtxSynchronize); anything else is not found. */
 static void stand_in(void) {}
 
+/* glibc's dlsym: liblms.so's would answer its wrappers (Note [dlsym] in
+ * interpose/dlsym.c), and CUDA answers its own functions. */
+static void *own_dlsym(void *handle, const char *name)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD), *f = NULL;
+    if (libc != NULL && (f = dlvsym(libc, "dlsym", "GLIBC_2.34")) == NULL)
+        f = dlvsym(libc, "dlsym", "GLIBC_2.2.5");
+    if (libc != NULL)
+        dlclose(libc);
+    void *(*real)(void *, const char *) = (__typeof__(real))f;
+    return real != NULL ? real(handle, name) : NULL;
+}
+
 static void *by_name(const char *symbol, uint64_t flags)
 {
     if (strcmp(symbol, "cuMemAlloc") == 0 || strcmp(symbol, "cuCtxSynchronize") == 0)
@@ -215,7 +228,7 @@ static void *by_name(const char *symbol, uint64_t flags)
     char name[128];
     for (size_t k = 0; k < n && f == NULL && self != NULL; k++) {
         snprintf(name, sizeof name, "%s%s", symbol, suffix[k]);
-        f = dlsym(self, name);
+        f = own_dlsym(self, name);
     }
     if (self != NULL)
         dlclose(self);

@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,13 @@ static void expect_checked(uint64_t before, uint64_t n, const char *what)
     CHECK(c.checked - before == n, "%s: %llu pointers found their data, want %llu", what,
           (unsigned long long)(c.checked - before), (unsigned long long)n);
     CHECK(c.wrong == 0, "%s: %llu pointers found wrong data", what, (unsigned long long)c.wrong);
+}
+
+/* Whether a and b are code of the same loaded object. */
+static bool same_object(void *a, void *b)
+{
+    Dl_info x, y;
+    return dladdr(a, &x) != 0 && dladdr(b, &y) != 0 && x.dli_fbase == y.dli_fbase;
 }
 
 static void stub_a(void) {} /* a "runtime stub": only its address matters */
@@ -192,7 +200,7 @@ int main(void)
     CHECK(fake != NULL, "the stand-in is loaded");
     CHECK(cuGetProcAddress("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found) ==
               CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS, "cuGetProcAddress_v2");
-    CHECK(fn == dlsym(self, "cuLaunchKernel") && fn != dlsym(fake, "cuLaunchKernel"),
+    CHECK(fn == dlsym(self, "cuLaunchKernel") && same_object(fn, (void *)lms_stats),
           "cuGetProcAddress gives lms's cuLaunchKernel");
     CHECK(cuGetProcAddress("cuLaunchKernel", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
                            &found) == CUDA_SUCCESS && fn == dlsym(self, "cuLaunchKernel_ptsz"),
@@ -209,6 +217,17 @@ int main(void)
     CHECK(cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &fn, 12000, cudaEnableDefault,
                                            &rfound) == cudaSuccess &&
               fn == dlsym(self, "cuLaunchKernelEx"), "cudaGetDriverEntryPointByVersion");
+    /* dlsym on a library's handle too, for what lms hooks (Note [dlsym]); RTLD_NEXT
+     * still means after the caller: liblms.so's dlsym, after the probe */
+    CHECK(dlsym(fake, "cuLaunchKernel") == dlsym(self, "cuLaunchKernel") &&
+              dlsym(fake, "cuGetProcAddress_v2") == dlsym(self, "cuGetProcAddress_v2"),
+          "dlsym on the stand-in's handle gives lms's cuLaunchKernel and cuGetProcAddress_v2");
+    fn = dlsym(fake, "cuFuncGetParamInfo");
+    CHECK(fn != NULL && same_object(fn, (void *)fake_counts), "dlsym of what lms does not hook");
+    CHECK(dlsym(fake, "cuNothing") == NULL, "dlsym of what the library does not have");
+    CHECK(dlsym(RTLD_NEXT, "dlsym") == dlsym(self, "dlsym") &&
+              same_object(dlsym(self, "dlsym"), (void *)lms_stats),
+          "dlsym(RTLD_NEXT) from the probe finds liblms.so's dlsym, the next after the probe");
     /* and a launch through what the lookup gave is hooked */
     CHECK(cuGetProcAddress("cuLaunchKernel", &fn, 12000, 0, &found) == CUDA_SUCCESS, "lookup");
     CUresult (*looked_up)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,

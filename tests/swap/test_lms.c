@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -615,6 +616,97 @@ Test(lms, eight_threads_never_get_overlapping_memory, .timeout = 600)
     void *all = must_malloc(LIMIT_CHUNKS * chunk, NULL);
     TEST_OK(lms_free(all, NULL));
     free(shadow);
+}
+
+/* ---- fork (Note [Fork] in swap/lms.c) ---- */
+
+static atomic_int churning;
+
+/* Small and large allocations and frees, as fast as they come, until told. */
+static void *churn(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&churning)) {
+        void *a, *b;
+        if (lms_malloc(&a, 1000, NULL) == LMS_OK)
+            lms_free(a, NULL);
+        if (lms_malloc(&b, chunk, NULL) == LMS_OK)
+            lms_free(b, NULL);
+    }
+    return NULL;
+}
+
+/* Runs child() in a forked child (killed after 10 s, so a deadlock fails the
+ * test) and asserts it exited with 0. */
+static void in_child(int (*child)(void *), void *arg, const char *what)
+{
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1, "fork");
+    if (pid == 0) {
+        alarm(10);
+        _exit(child(arg));
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: %s %d", what,
+              WIFEXITED(status) ? "the child exited with" : "the child died of signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+/* In a child forked after lms started: lms refuses, saying why, and touches
+ * nothing of the parent's. Exit status 0 when it does. */
+static int refuses_in_child(void *parent_ptr)
+{
+    void *p = (void *)1, *base;
+    size_t size, free_b, total;
+    lms_stream_t st;
+    int bad = 0;
+    bad |= lms_malloc(&p, 1000, NULL) != LMS_ERR_UNSUPPORTED || p != NULL;
+    bad |= strstr(lms_last_error(), "forked") == NULL;
+    bad |= (lms_malloc(&p, chunk, NULL) != LMS_ERR_UNSUPPORTED) << 1;
+    bad |= (lms_memory_info(&free_b, &total) != LMS_ERR_UNSUPPORTED) << 2;
+    bad |= (lms_stream_create(&st) != LMS_ERR_UNSUPPORTED) << 3;
+    bad |= (lms_allocation_of(parent_ptr, &base, &size) == LMS_OK) << 4;
+    bad |= (lms_free(parent_ptr, NULL) == LMS_OK) << 5;
+    bad |= (lms_shutdown() != LMS_OK) << 6;
+    return bad;
+}
+
+Test(lms, a_child_forked_after_lms_started_cannot_use_it_and_the_parent_goes_on, .timeout = 120)
+{
+    void *p = must_malloc(chunk, NULL), *small = must_malloc(100, NULL);
+    TEST_OK(lms_free(small, NULL)); /* in this thread's cache when the child is made */
+    atomic_store(&churning, 1);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, churn, NULL);
+    for (int i = 0; i < 20; i++) /* forks while the others hold lms's lock now and then */
+        in_child(refuses_in_child, p, "forked after lms started");
+    atomic_store(&churning, 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    check_usable(p, chunk, 11);
+    TEST_OK(lms_free(p, NULL));
+    void *all = must_malloc(LIMIT_CHUNKS * chunk, NULL);
+    TEST_OK(lms_free(all, NULL));
+}
+
+static int starts_in_child(void *unused)
+{
+    (void)unused;
+    swap_config_t cfg = small_config();
+    void *p = NULL;
+    int bad = swap_init(&cfg) != LMS_OK;
+    bad |= (lms_malloc(&p, chunk, NULL) != LMS_OK) << 1;
+    bad |= (lms_free(p, NULL) != LMS_OK) << 2;
+    bad |= (lms_shutdown() != LMS_OK) << 3;
+    return bad;
+}
+
+Test(lms, a_child_forked_before_lms_started_can_start_it)
+{
+    TEST_OK(lms_shutdown());
+    in_child(starts_in_child, NULL, "forked before lms started");
 }
 
 /* ---- thread caches (Note [Thread caches] in swap/tcache.c) ---- */

@@ -1,0 +1,85 @@
+/*
+ * interpose/dlsym.c — liblms.so's dlsym, so that a library that finds CUDA
+ * with dlopen and dlsym gets lms's wrappers too (Note [dlsym]).
+ *
+ * Note [dlsym]
+ * A preload reaches calls bound by the dynamic linker. A library that
+ * links the CUDA runtime statically (NCCL, most CUDA extensions built
+ * with nvcc's defaults) has its runtime open libcuda.so.1 with dlopen and
+ * take cuGetProcAddress from it with dlsym, then every other driver
+ * function from cuGetProcAddress: none of those calls is bound by the
+ * dynamic linker. So dlsym on a library's handle answers lms's wrapper
+ * when the name is one of the hooks' and what the library gives is the
+ * function that wrapper calls (interpose_dlsym_answer): the runtime gets
+ * lms's cuGetProcAddress, and through it lms's allocation, launch and copy
+ * entry points (Note [Lookups by name] in interpose.c).
+ *
+ * What stays as it was:
+ *   - RTLD_DEFAULT and RTLD_NEXT, which depend on who asks: they go to
+ *     glibc's dlsym as a tail call, so glibc sees the caller's return
+ *     address as its own (this file is built with -O2 whatever the build
+ *     type: at -O0 the compiler makes no tail calls, and tests/interpose
+ *     checks that RTLD_NEXT still means "after the caller");
+ *   - lookups made by liblms.so itself (the cuda backend takes the real
+ *     cuGetProcAddress_v2 with dlsym);
+ *   - everything with LMS_ENABLE=0, and names that are not hooked;
+ *   - dlvsym, which no CUDA library uses for CUDA's names.
+ * glibc's dlsym is taken from libc.so.6 (glibc 2.34 and later) or
+ * libdl.so.2 with dlvsym, which is not interposed.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "interpose/launch.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+static dlsym_fn glibc_dlsym(void)
+{
+    static dlsym_fn real;
+    dlsym_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    if (f != NULL)
+        return f;
+    static const char *const libs[] = {"libc.so.6", "libdl.so.2"};
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+    for (size_t l = 0; f == NULL && l < sizeof libs / sizeof *libs; l++) {
+        void *h = dlopen(libs[l], RTLD_NOW | RTLD_NOLOAD);
+        for (size_t v = 0; h != NULL && f == NULL && v < sizeof versions / sizeof *versions; v++)
+            f = (dlsym_fn)dlvsym(h, "dlsym", versions[v]);
+        if (h != NULL)
+            dlclose(h);
+    }
+    if (f == NULL) {
+        static const char msg[] = "lms: glibc's dlsym not found (libc.so.6, libdl.so.2)\n";
+        if (write(2, msg, sizeof msg - 1) < 0)
+            abort();
+        abort();
+    }
+    __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+    return f;
+}
+
+/* Whether the code at pc is liblms.so's. */
+static bool ours(const void *pc)
+{
+    static void *base;
+    Dl_info mine, theirs;
+    void *b = __atomic_load_n(&base, __ATOMIC_RELAXED);
+    if (b == NULL && dladdr((void *)ours, &mine) != 0)
+        __atomic_store_n(&base, b = mine.dli_fbase, __ATOMIC_RELAXED);
+    return dladdr(pc, &theirs) != 0 && theirs.dli_fbase == b;
+}
+
+__attribute__((visibility("default"))) void *dlsym(void *restrict handle,
+                                                   const char *restrict symbol)
+{
+    dlsym_fn real = glibc_dlsym();
+    if (handle == RTLD_DEFAULT || handle == RTLD_NEXT)
+        return real(handle, symbol); /* a tail call: see Note [dlsym] */
+    void *found = real(handle, symbol);
+    if (found == NULL || ours(__builtin_return_address(0)))
+        return found;
+    return interpose_dlsym_answer(symbol, found);
+}
