@@ -53,7 +53,7 @@ void base_log(base_log_level_t level, const char *fmt, ...)
 /*
  * X(field, type, default, choices, doc)
  *   field:   member of base_options_t; the variable is LMS_<FIELD upper case>
- *   type:    size (bytes; K/M/G/T suffixes, binary), double, int, choice
+ *   type:    size (bytes; K/M/G/T suffixes, binary), double, int, choice, path
  *   choices: for choice, the allowed words separated by '|'; else NULL
  */
 #define LMS_OPTIONS(X)                                                                       \
@@ -91,12 +91,15 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(enable, int, "1", NULL,                                                                \
       "0: the CUDA calls liblms.so interposes go straight to CUDA, as with no preload")     \
     X(pin_smaller_than, size, "0", NULL,                                                     \
-      "interposed allocations smaller than this stay resident for their life; 0 = none")
+      "interposed allocations smaller than this stay resident for their life; 0 = none")   \
+    X(trace_accesses, path, "", NULL,                                                        \
+      "file the interposer writes its allocations and accesses to (docs/trace-format.md)")
 
 #define BASE_OPTION_CTYPE_size uint64_t
 #define BASE_OPTION_CTYPE_double double
 #define BASE_OPTION_CTYPE_int long
 #define BASE_OPTION_CTYPE_choice const char * /* one of the choices, as in the table */
+#define BASE_OPTION_CTYPE_path const char *   /* "" when not set */
 
 typedef struct base_options {
 #define BASE_OPTION_FIELD(field, type, def, choices, doc) BASE_OPTION_CTYPE_##type field;

@@ -20,7 +20,7 @@
 
 #include "base/base.h"
 
-typedef enum { TYPE_size, TYPE_double, TYPE_int, TYPE_choice } option_type_t;
+typedef enum { TYPE_size, TYPE_double, TYPE_int, TYPE_choice, TYPE_path } option_type_t;
 
 typedef struct option {
     const char *field;   /* "sim_memory"; the variable is LMS_SIM_MEMORY */
@@ -42,6 +42,7 @@ static const option_t table[] = {
 static base_options_t options;
 static char var[OPTION_COUNT][40];    /* LMS_<FIELD> */
 static char text[OPTION_COUNT][64];   /* each resolved value, as text */
+static char paths[OPTION_COUNT][1024]; /* the values of paths, whole */
 static const char *source[OPTION_COUNT]; /* "default" or "env" */
 static pthread_once_t parse_once = PTHREAD_ONCE_INIT;
 
@@ -153,6 +154,12 @@ static bool parse_value(size_t i, const char *s)
             return false;
         *(const char **)field = text[i];
         return true;
+    case TYPE_path:
+        if (strlen(s) >= sizeof paths[i])
+            return false;
+        snprintf(paths[i], sizeof paths[i], "%s", s);
+        *(const char **)field = paths[i];
+        break;
     }
     snprintf(text[i], sizeof text[i], "%s", s);
     return true;
@@ -160,7 +167,8 @@ static bool parse_value(size_t i, const char *s)
 
 static void parse_all(void)
 {
-    static const char *const type_words[] = {"a size such as 4GiB", "a number", "an integer", ""};
+    static const char *const type_words[] = {"a size such as 4GiB", "a number", "an integer", "",
+                                             "a file path of less than 1024 bytes"};
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         const option_t *o = &table[i];
         size_t n = (size_t)snprintf(var[i], sizeof var[i], "LMS_%s", o->field);

@@ -48,6 +48,8 @@
 
 #include "base/base.h"
 #include "interpose/access.h"
+#include "interpose/graph.h"
+#include "interpose/trace.h"
 #include "interpose/launch.h"
 
 /* ---- ranges of one call, or of one NCCL group --------------------------------- */
@@ -96,8 +98,9 @@ static void touches_clear(touches_t *t)
     *t = (touches_t){.r = t->inline_r, .cap = INLINE_RANGES};
 }
 
-/* The whole allocations of t's ranges, for `stream` (already adopted as s). */
-static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s)
+/* The whole allocations of t's ranges, for `stream` (already adopted as s),
+ * or pinned for the graph being captured on it. */
+static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s, bool captured)
 {
     const void *stack[2 * INLINE_RANGES], **p = stack;
     if (t->n > INLINE_RANGES && (p = malloc(2 * t->n * sizeof *p)) == NULL)
@@ -110,8 +113,11 @@ static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s)
         if (t->r[i].mode != LMS_READ)
             mode = LMS_WRITE;
     }
-    lms_status_t st = lms_access_pointers(p, m, mode, s);
-    if (st == LMS_ERR_INVALID && (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
+    lms_status_t st;
+    if (captured)
+        st = graph_pin_pointers(stream, p, m);
+    else if ((st = lms_access_pointers(p, m, mode, s)) == LMS_ERR_INVALID &&
+             (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
         st = lms_access_pointers(p, m, mode, s);
     if (p != stack)
         free(p);
@@ -125,6 +131,9 @@ static lms_status_t run(touches_t *t, void *stream)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for the ranges of a call");
     if (t->n == 0)
         return LMS_OK;
+    trace_access(t->r, t->n);
+    if (graph_capturing(stream)) /* Note [Graph capture] in graph.c */
+        return run_whole(t, stream, NULL, true);
     lms_stream_t s;
     lms_status_t st = interpose_stream(stream, false, &s);
     if (st != LMS_OK)
@@ -136,7 +145,7 @@ static lms_status_t run(touches_t *t, void *stream)
         if (st != LMS_ERR_INVALID)
             return st;
     }
-    return run_whole(t, stream, s);
+    return run_whole(t, stream, s, false);
 }
 
 /* ---- extents --------------------------------------------------------------------- */

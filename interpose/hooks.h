@@ -84,7 +84,71 @@
       enum cudaDriverEntryPointQueryResult *driverStatus),                                   \
       (symbol, funcPtr, cudaVersion, flags, driverStatus))                                   \
     X(nccl, ncclResult_t, ncclGroupStart, (void), ())                                        \
-    X(nccl, ncclResult_t, ncclGroupEnd, (void), ())
+    X(nccl, ncclResult_t, ncclGroupEnd, (void), ())                                          \
+    LMS_GRAPH_HOOKS(X)
+
+/* CUDA graphs: capture, instantiation, clones and destruction (answered by
+ * hook_<name> in interpose.c, Note [Graph capture] in graph.c). */
+#define LMS_GRAPH_HOOKS(X)                                                                    \
+    X(rt, cudaError_t, cudaStreamBeginCapture, (cudaStream_t stream,                          \
+      enum cudaStreamCaptureMode mode), (stream, mode))                                       \
+    X(rt, cudaError_t, cudaStreamBeginCapture_ptsz, (cudaStream_t stream,                     \
+      enum cudaStreamCaptureMode mode), (stream, mode))                                       \
+    X(rt, cudaError_t, cudaStreamBeginCaptureToGraph, (cudaStream_t stream, cudaGraph_t graph, \
+      const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData,          \
+      size_t numDependencies, enum cudaStreamCaptureMode mode), (stream, graph, dependencies, \
+      dependencyData, numDependencies, mode))                                                \
+    X(rt, cudaError_t, cudaStreamBeginCaptureToGraph_ptsz, (cudaStream_t stream,              \
+      cudaGraph_t graph, const cudaGraphNode_t *dependencies,                                 \
+      const cudaGraphEdgeData *dependencyData, size_t numDependencies,                        \
+      enum cudaStreamCaptureMode mode), (stream, graph, dependencies, dependencyData,         \
+      numDependencies, mode))                                                                 \
+    X(rt, cudaError_t, cudaStreamEndCapture, (cudaStream_t stream, cudaGraph_t *pGraph),      \
+      (stream, pGraph))                                                                       \
+    X(rt, cudaError_t, cudaStreamEndCapture_ptsz, (cudaStream_t stream, cudaGraph_t *pGraph), \
+      (stream, pGraph))                                                                       \
+    X(rt, cudaError_t, cudaGraphInstantiate, (cudaGraphExec_t *pGraphExec, cudaGraph_t graph, \
+      unsigned long long flags), (pGraphExec, graph, flags))                                  \
+    X(rt, cudaError_t, cudaGraphInstantiateWithFlags, (cudaGraphExec_t *pGraphExec,           \
+      cudaGraph_t graph, unsigned long long flags), (pGraphExec, graph, flags))               \
+    X(rt, cudaError_t, cudaGraphInstantiateWithParams, (cudaGraphExec_t *pGraphExec,          \
+      cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams),                      \
+      (pGraphExec, graph, instantiateParams))                                                 \
+    X(rt, cudaError_t, cudaGraphInstantiateWithParams_ptsz, (cudaGraphExec_t *pGraphExec,     \
+      cudaGraph_t graph, cudaGraphInstantiateParams *instantiateParams),                      \
+      (pGraphExec, graph, instantiateParams))                                                 \
+    X(rt, cudaError_t, cudaGraphClone, (cudaGraph_t *pGraphClone, cudaGraph_t originalGraph), \
+      (pGraphClone, originalGraph))                                                           \
+    X(rt, cudaError_t, cudaGraphDestroy, (cudaGraph_t graph), (graph))                        \
+    X(rt, cudaError_t, cudaGraphExecDestroy, (cudaGraphExec_t graphExec), (graphExec))        \
+    X(drv, CUresult, cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode),   \
+      (hStream, mode))                                                                        \
+    X(drv, CUresult, cuStreamBeginCapture_v2_ptsz, (CUstream hStream,                         \
+      CUstreamCaptureMode mode), (hStream, mode))                                             \
+    X(drv, CUresult, cuStreamBeginCaptureToGraph, (CUstream hStream, CUgraph hGraph,          \
+      const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,                 \
+      size_t numDependencies, CUstreamCaptureMode mode), (hStream, hGraph, dependencies,      \
+      dependencyData, numDependencies, mode))                                                 \
+    X(drv, CUresult, cuStreamBeginCaptureToGraph_ptsz, (CUstream hStream, CUgraph hGraph,     \
+      const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData,                 \
+      size_t numDependencies, CUstreamCaptureMode mode), (hStream, hGraph, dependencies,      \
+      dependencyData, numDependencies, mode))                                                 \
+    X(drv, CUresult, cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph),                \
+      (hStream, phGraph))                                                                     \
+    X(drv, CUresult, cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph),           \
+      (hStream, phGraph))                                                                     \
+    X(drv, CUresult, cuGraphInstantiateWithFlags, (CUgraphExec *phGraphExec, CUgraph hGraph,  \
+      unsigned long long flags), (phGraphExec, hGraph, flags))                                \
+    X(drv, CUresult, cuGraphInstantiateWithParams, (CUgraphExec *phGraphExec, CUgraph hGraph, \
+      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams), (phGraphExec, hGraph,                \
+      instantiateParams))                                                                     \
+    X(drv, CUresult, cuGraphInstantiateWithParams_ptsz, (CUgraphExec *phGraphExec,            \
+      CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams), (phGraphExec,        \
+      hGraph, instantiateParams))                                                             \
+    X(drv, CUresult, cuGraphClone, (CUgraph *phGraphClone, CUgraph originalGraph),            \
+      (phGraphClone, originalGraph))                                                          \
+    X(drv, CUresult, cuGraphDestroy, (CUgraph hGraph), (hGraph))                              \
+    X(drv, CUresult, cuGraphExecDestroy, (CUgraphExec hGraphExec), (hGraphExec))
 
 #define LMS_ACCESS_HOOKS(X)                                                                   \
     X(rt, cudaError_t, cudaMemcpy, (void *dst, const void *src, size_t count,                 \

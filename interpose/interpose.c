@@ -25,7 +25,9 @@
  * parameters point to resident first (launch.h); copies, memsets and NCCL
  * collectives what they read and write (access.h). Stream destroys let lms
  * forget the stream first. Lookups by name answer lms's wrappers (Note
- * [Lookups by name]). Not hooked yet: graph capture; batched copies
+ * [Lookups by name]). Graph capture pins what captured calls touch for the
+ * life of the graphs made from it (Note [Graph capture] in graph.c). Not
+ * hooked yet: batched copies
  * (cudaMemcpyBatchAsync, whose signature changed between CUDA 12.8 and 13),
  * copies to and from CUDA arrays whose linear side is lms's, and peer
  * copies of 3D regions: their lms memory must be pinned (lms_pin). On the
@@ -54,7 +56,9 @@
 #include "lms.h"
 #include "base/base.h"
 #include "interpose/access.h"
+#include "interpose/graph.h"
 #include "interpose/hooks.h"
+#include "interpose/trace.h"
 #include "interpose/launch.h"
 
 #define LMS_HOOK_EXPORT __attribute__((visibility("default")))
@@ -180,6 +184,8 @@ static cudaError_t hook_cudaMalloc(void **devPtr, size_t size)
     lms_status_t st = lms_malloc(devPtr, size, NULL);
     if (st == LMS_OK && (st = interpose_pin_small(*devPtr, size)) != LMS_OK)
         *devPtr = NULL;
+    if (st == LMS_OK)
+        trace_alloc(*devPtr, size);
     return rt_error(said(st));
 }
 
@@ -191,6 +197,8 @@ static cudaError_t hook_cudaFree(void *devPtr)
         return on_sim() || REAL(cudaFree) == NULL ? cudaSuccess : REAL(cudaFree)(NULL);
     if (!interpose_owns(devPtr))
         return REAL(cudaFree) != NULL ? REAL(cudaFree)(devPtr) : cudaErrorInvalidValue;
+    graph_forget(devPtr);
+    trace_free(devPtr);
     return rt_error(said(lms_free(devPtr, LMS_ALL_STREAMS)));
 }
 
@@ -208,8 +216,10 @@ static CUresult hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     lms_status_t st = lms_malloc(&p, bytesize, NULL);
     if (st == LMS_OK)
         st = interpose_pin_small(p, bytesize);
-    if (said(st) == LMS_OK)
+    if (said(st) == LMS_OK) {
         *dptr = (CUdeviceptr)(uintptr_t)p;
+        trace_alloc(p, bytesize);
+    }
     return drv_error(st);
 }
 
@@ -218,6 +228,8 @@ static CUresult hook_cuMemFree_v2(CUdeviceptr dptr)
     void *p = (void *)(uintptr_t)dptr;
     if (dptr == 0 || !interpose_owns(p))
         return REAL(cuMemFree_v2) != NULL ? REAL(cuMemFree_v2)(dptr) : CUDA_ERROR_INVALID_VALUE;
+    graph_forget(p);
+    trace_free(p);
     return drv_error(said(lms_free(p, LMS_ALL_STREAMS)));
 }
 
@@ -433,6 +445,198 @@ static ncclResult_t hook_ncclGroupEnd(void)
     return r;
 }
 
+/* ---- graphs (Note [Graph capture] in graph.c) ----------------------------------------- */
+
+/* Each passes calls from inside a hooked call straight through (Note [One
+ * access per call]): the runtime's graph calls go on through the driver's. */
+#define GRAPH_CALL(real_call, before, after)                                                 \
+    do {                                                                                     \
+        if (inside)                                                                          \
+            return real_call;                                                                \
+        before;                                                                              \
+        inside++;                                                                            \
+        __typeof__(real_call) r_ = real_call;                                                \
+        inside--;                                                                            \
+        after;                                                                               \
+        return r_;                                                                           \
+    } while (0)
+
+/* lms lets go of the stream first; a capture CUDA did not begin is not counted. */
+#define CAPTURE_BEGIN(lib, stream, real_call)                                                \
+    GRAPH_CALL(real_call, lms_status_t st_ = said(graph_capture_beginning(stream));          \
+               if (st_ != LMS_OK) return lib##_error(st_),                                   \
+               graph_capture_begun(r_ == 0))
+
+/* The capture's pins pass to the graph made, or go. */
+#define CAPTURE_END(stream, pgraph, real_call)                                               \
+    GRAPH_CALL(real_call, uint64_t id_ = 0; bool captured_ = graph_capture_id(stream, &id_), \
+               if (captured_) graph_capture_ended(stream, id_,                               \
+                                                  r_ == 0 && (pgraph) != NULL ? (void *)*(pgraph) : NULL))
+
+/* A new handle from graph: an executable graph or a clone. */
+#define GRAPH_MADE(made, pnew, graph, real_call)                                             \
+    GRAPH_CALL(real_call, (void)0, if (r_ == 0 && (pnew) != NULL) made(graph, *(pnew)))
+
+#define GRAPH_GONE(gone, handle, real_call)                                                  \
+    GRAPH_CALL(real_call, (void)0, if (r_ == 0) gone(handle))
+
+static cudaError_t hook_cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    CAPTURE_BEGIN(rt, stream, REAL_OR(cudaStreamBeginCapture, (stream, mode), MISSING_rt));
+}
+
+static cudaError_t hook_cudaStreamBeginCapture_ptsz(cudaStream_t stream,
+                                                    enum cudaStreamCaptureMode mode)
+{
+    CAPTURE_BEGIN(rt, stream, REAL_OR(cudaStreamBeginCapture_ptsz, (stream, mode), MISSING_rt));
+}
+
+static cudaError_t hook_cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                                      const cudaGraphNode_t *deps,
+                                                      const cudaGraphEdgeData *data, size_t n,
+                                                      enum cudaStreamCaptureMode mode)
+{
+    CAPTURE_BEGIN(rt, stream, REAL_OR(cudaStreamBeginCaptureToGraph,
+                                      (stream, graph, deps, data, n, mode), MISSING_rt));
+}
+
+static cudaError_t hook_cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+                                                           const cudaGraphNode_t *deps,
+                                                           const cudaGraphEdgeData *data, size_t n,
+                                                           enum cudaStreamCaptureMode mode)
+{
+    CAPTURE_BEGIN(rt, stream, REAL_OR(cudaStreamBeginCaptureToGraph_ptsz,
+                                      (stream, graph, deps, data, n, mode), MISSING_rt));
+}
+
+static cudaError_t hook_cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    CAPTURE_END(stream, pGraph, REAL_OR(cudaStreamEndCapture, (stream, pGraph), MISSING_rt));
+}
+
+static cudaError_t hook_cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    CAPTURE_END(stream, pGraph, REAL_OR(cudaStreamEndCapture_ptsz, (stream, pGraph), MISSING_rt));
+}
+
+static cudaError_t hook_cudaGraphInstantiate(cudaGraphExec_t *pExec, cudaGraph_t graph,
+                                             unsigned long long flags)
+{
+    GRAPH_MADE(graph_instantiated, pExec, graph,
+               REAL_OR(cudaGraphInstantiate, (pExec, graph, flags), MISSING_rt));
+}
+
+static cudaError_t hook_cudaGraphInstantiateWithFlags(cudaGraphExec_t *pExec, cudaGraph_t graph,
+                                                      unsigned long long flags)
+{
+    GRAPH_MADE(graph_instantiated, pExec, graph,
+               REAL_OR(cudaGraphInstantiateWithFlags, (pExec, graph, flags), MISSING_rt));
+}
+
+static cudaError_t hook_cudaGraphInstantiateWithParams(cudaGraphExec_t *pExec, cudaGraph_t graph,
+                                                       cudaGraphInstantiateParams *params)
+{
+    GRAPH_MADE(graph_instantiated, pExec, graph,
+               REAL_OR(cudaGraphInstantiateWithParams, (pExec, graph, params), MISSING_rt));
+}
+
+static cudaError_t hook_cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t *pExec,
+                                                            cudaGraph_t graph,
+                                                            cudaGraphInstantiateParams *params)
+{
+    GRAPH_MADE(graph_instantiated, pExec, graph,
+               REAL_OR(cudaGraphInstantiateWithParams_ptsz, (pExec, graph, params), MISSING_rt));
+}
+
+static cudaError_t hook_cudaGraphClone(cudaGraph_t *pClone, cudaGraph_t original)
+{
+    GRAPH_MADE(graph_cloned, pClone, original, REAL_OR(cudaGraphClone, (pClone, original), MISSING_rt));
+}
+
+static cudaError_t hook_cudaGraphDestroy(cudaGraph_t graph)
+{
+    GRAPH_GONE(graph_destroyed, graph, REAL_OR(cudaGraphDestroy, (graph), MISSING_rt));
+}
+
+static cudaError_t hook_cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    GRAPH_GONE(graph_exec_destroyed, exec, REAL_OR(cudaGraphExecDestroy, (exec), MISSING_rt));
+}
+
+static CUresult hook_cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode)
+{
+    CAPTURE_BEGIN(drv, stream, REAL_OR(cuStreamBeginCapture_v2, (stream, mode), MISSING_drv));
+}
+
+static CUresult hook_cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode)
+{
+    CAPTURE_BEGIN(drv, stream, REAL_OR(cuStreamBeginCapture_v2_ptsz, (stream, mode), MISSING_drv));
+}
+
+static CUresult hook_cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph,
+                                                 const CUgraphNode *deps,
+                                                 const CUgraphEdgeData *data, size_t n,
+                                                 CUstreamCaptureMode mode)
+{
+    CAPTURE_BEGIN(drv, stream, REAL_OR(cuStreamBeginCaptureToGraph,
+                                       (stream, graph, deps, data, n, mode), MISSING_drv));
+}
+
+static CUresult hook_cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph,
+                                                      const CUgraphNode *deps,
+                                                      const CUgraphEdgeData *data, size_t n,
+                                                      CUstreamCaptureMode mode)
+{
+    CAPTURE_BEGIN(drv, stream, REAL_OR(cuStreamBeginCaptureToGraph_ptsz,
+                                       (stream, graph, deps, data, n, mode), MISSING_drv));
+}
+
+static CUresult hook_cuStreamEndCapture(CUstream stream, CUgraph *pGraph)
+{
+    CAPTURE_END(stream, pGraph, REAL_OR(cuStreamEndCapture, (stream, pGraph), MISSING_drv));
+}
+
+static CUresult hook_cuStreamEndCapture_ptsz(CUstream stream, CUgraph *pGraph)
+{
+    CAPTURE_END(stream, pGraph, REAL_OR(cuStreamEndCapture_ptsz, (stream, pGraph), MISSING_drv));
+}
+
+static CUresult hook_cuGraphInstantiateWithFlags(CUgraphExec *pExec, CUgraph graph,
+                                                 unsigned long long flags)
+{
+    GRAPH_MADE(graph_instantiated, pExec, graph,
+               REAL_OR(cuGraphInstantiateWithFlags, (pExec, graph, flags), MISSING_drv));
+}
+
+static CUresult hook_cuGraphInstantiateWithParams(CUgraphExec *pExec, CUgraph graph,
+                                                  CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    GRAPH_MADE(graph_instantiated, pExec, graph,
+               REAL_OR(cuGraphInstantiateWithParams, (pExec, graph, params), MISSING_drv));
+}
+
+static CUresult hook_cuGraphInstantiateWithParams_ptsz(CUgraphExec *pExec, CUgraph graph,
+                                                       CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    GRAPH_MADE(graph_instantiated, pExec, graph,
+               REAL_OR(cuGraphInstantiateWithParams_ptsz, (pExec, graph, params), MISSING_drv));
+}
+
+static CUresult hook_cuGraphClone(CUgraph *pClone, CUgraph original)
+{
+    GRAPH_MADE(graph_cloned, pClone, original, REAL_OR(cuGraphClone, (pClone, original), MISSING_drv));
+}
+
+static CUresult hook_cuGraphDestroy(CUgraph graph)
+{
+    GRAPH_GONE(graph_destroyed, graph, REAL_OR(cuGraphDestroy, (graph), MISSING_drv));
+}
+
+static CUresult hook_cuGraphExecDestroy(CUgraphExec exec)
+{
+    GRAPH_GONE(graph_exec_destroyed, exec, REAL_OR(cuGraphExecDestroy, (exec), MISSING_drv));
+}
+
 /* ---- entry points looked up by name ----------------------------------------------- */
 
 /*
@@ -443,9 +647,9 @@ static ncclResult_t hook_ncclGroupEnd(void)
  * function exists stays CUDA's answer; when CUDA found it and the name is
  * one of the hooks' (by base name, in the version CUDA gives: the _v2 of
  * the memory functions for CUDA 3.2 and later, of cuStreamDestroy for 4.0
- * and later; the _ptds or _ptsz twin when the per-thread default stream is
- * asked for; wrapper_for), the answer is
- * lms's wrapper instead. The lookup functions are hooked too, so a lookup
+ * and later, of cuStreamBeginCapture for 10.1 and later; the _ptds or
+ * _ptsz twin when the per-thread default stream is asked for;
+ * wrapper_for), the answer is lms's wrapper instead. The lookup functions are hooked too, so a lookup
  * of cuGetProcAddress itself gets lms's, and so is dlsym on a library's
  * handle (dlsym.c), where the runtime finds cuGetProcAddress.
  */
@@ -472,14 +676,17 @@ static int driver_hook(const char *name)
 
 /* lms's wrapper for the driver function `symbol` (a base name) in the
  * version CUDA gives for cudaVersion and flags, or NULL. The _v2 entry
- * points came with CUDA 3.2 (cuStreamDestroy's with 4.0); the per-thread
- * twins are _ptds for synchronous calls and _ptsz for the others. */
+ * points came with CUDA 3.2 (cuStreamDestroy's with 4.0,
+ * cuStreamBeginCapture's with 10.1); the per-thread twins are _ptds for
+ * synchronous calls and _ptsz for the others. */
 static void *wrapper_for(const char *symbol, int version, uint64_t flags)
 {
     char name[96];
     if (symbol == NULL || strlen(symbol) > 80)
         return NULL;
-    bool v2 = version >= (strcmp(symbol, "cuStreamDestroy") == 0 ? 4000 : 3020);
+    bool v2 = version >= (strcmp(symbol, "cuStreamDestroy") == 0        ? 4000
+                          : strcmp(symbol, "cuStreamBeginCapture") == 0 ? 10010
+                                                                        : 3020);
     bool pt = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     static const char *const suffix[] = {"_v2_ptds", "_v2_ptsz", "_ptds", "_ptsz", "_v2", ""};
     for (int k = 0; k < 6; k++) {

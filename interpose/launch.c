@@ -38,7 +38,9 @@
 #include <cuda_runtime_api.h>
 
 #include "base/base.h"
+#include "interpose/graph.h"
 #include "interpose/launch.h"
+#include "interpose/trace.h"
 #include "interpose/scan.h"
 
 #define TABLE_SIZE 16384  /* functions whose layout is kept; a power of two */
@@ -215,22 +217,42 @@ lms_status_t interpose_pin_small(void *p, size_t size)
     return st;
 }
 
+/* Stream-ordered allocation on a stream being captured makes graph memory
+ * nodes, which lms cannot (Note [Graph capture] in graph.c). */
+static lms_status_t not_in_capture(void *stream, const char *what)
+{
+    if (!graph_capturing(stream))
+        return LMS_OK;
+    return base_fail(LMS_ERR_UNSUPPORTED, "interpose: %s on stream %p, which is being captured "
+                     "into a CUDA graph: lms does not make graph memory nodes", what, stream);
+}
+
 lms_status_t interpose_malloc_on(void **p, size_t size, void *stream)
 {
     lms_stream_t s;
-    lms_status_t st = interpose_stream(stream, false, &s);
+    lms_status_t st = not_in_capture(stream, "stream-ordered allocation");
+    if (st != LMS_OK)
+        return st;
+    st = interpose_stream(stream, false, &s);
     if (st == LMS_OK && (st = lms_malloc(p, size, s)) == LMS_ERR_INVALID &&
         (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
         st = lms_malloc(p, size, s);
     if (st == LMS_OK && (st = interpose_pin_small(*p, size)) != LMS_OK)
         *p = NULL;
+    if (st == LMS_OK)
+        trace_alloc(*p, size);
     return st;
 }
 
 lms_status_t interpose_free_on(void *p, void *stream)
 {
     lms_stream_t s;
-    lms_status_t st = interpose_stream(stream, false, &s);
+    lms_status_t st = not_in_capture(stream, "stream-ordered free");
+    if (st != LMS_OK)
+        return st;
+    graph_forget(p);
+    trace_free(p);
+    st = interpose_stream(stream, false, &s);
     if (st == LMS_OK && (st = lms_free(p, s)) == LMS_ERR_INVALID &&
         (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
         st = lms_free(p, s);
@@ -291,8 +313,11 @@ lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, voi
     if (found == 0)
         return LMS_OK;
     lms_stream_t s;
-    lms_status_t st = interpose_stream(stream, false, &s);
-    if (st == LMS_OK) {
+    lms_status_t st = LMS_OK;
+    trace_access_pointers((const void *const *)hits, found);
+    if (graph_capturing(stream)) /* Note [Graph capture] in graph.c */
+        st = graph_pin_pointers(stream, (const void *const *)hits, found);
+    else if ((st = interpose_stream(stream, false, &s)) == LMS_OK) {
         st = lms_access_pointers((const void *const *)hits, found, LMS_WRITE, s);
         if (st == LMS_ERR_INVALID && (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
             st = lms_access_pointers((const void *const *)hits, found, LMS_WRITE, s);

@@ -18,7 +18,9 @@
 
 #include "lms_torch.h"
 #include "base/base.h"
+#include "interpose/graph.h"
 #include "interpose/launch.h"
+#include "interpose/trace.h"
 
 /* ---- the preload, or not ----------------------------------------------------------- */
 
@@ -128,7 +130,14 @@ void lms_torch_free(void *ptr, size_t size, int device, void *stream)
     pthread_mutex_lock(&recorded_lock);
     bool all = unrecord((uintptr_t)ptr);
     pthread_mutex_unlock(&recorded_lock);
-    lms_status_t st = all ? lms_free(ptr, LMS_ALL_STREAMS) : interpose_free_on(ptr, stream);
+    lms_status_t st = LMS_OK;
+    if (all) { /* what interpose_free_on does first */
+        graph_forget(ptr);
+        trace_free(ptr);
+        st = lms_free(ptr, LMS_ALL_STREAMS);
+    } else {
+        st = interpose_free_on(ptr, stream);
+    }
     if (st != LMS_OK)
         base_log(BASE_LOG_WARN, "lms_torch_free(%p): %s", ptr, lms_last_error());
 }

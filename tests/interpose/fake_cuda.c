@@ -93,10 +93,41 @@ static void run_bytes(const unsigned char *p, size_t at, size_t size)
     }
 }
 
+/* ---- graphs: one capture at a time, of kernelParams launches ---- */
+
+#define MAX_CAPTURED 16
+typedef struct fake_graph {
+    size_t n;
+    struct { const fake_fn_t *fn; unsigned char bytes[FAKE_MAX_PARAMS][64]; } k[MAX_CAPTURED];
+} fake_graph_t;
+
+static void *capturing;        /* the stream being captured, NULL: none */
+static uint64_t capture_id;
+static fake_graph_t *captured; /* what it recorded */
+static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* Records a launch on the stream being captured (lock held); false if the
+ * stream is not being captured. */
+static int record(const fake_fn_t *fn, void *stream, void **params)
+{
+    if (capturing == NULL || stream != capturing || params == NULL || captured->n == MAX_CAPTURED)
+        return 0;
+    size_t k = captured->n++;
+    captured->k[k].fn = fn;
+    for (size_t i = 0; i < fn->n; i++)
+        memcpy(captured->k[k].bytes[i], params[i], fn->size[i] < 64 ? fn->size[i] : 64);
+    counts.captured++;
+    return 1;
+}
+
 /* "Runs" fn: see fake_cuda.h. */
 static void run(const fake_fn_t *fn, void *stream, void **params, void **extra)
 {
     pthread_mutex_lock(&lock);
+    if (record(fn, stream, params)) {
+        pthread_mutex_unlock(&lock);
+        return;
+    }
     counts.launches++;
     counts.last_stream = stream;
     if (params != NULL) {
@@ -489,4 +520,137 @@ API ncclResult_t ncclGroupEnd(void)
                 run_op(&queued[i]);
     nqueued = 0;
     return ncclSuccess;
+}
+
+/* ---- graphs (driver; the runtime's go through the driver's, as CUDA's do) ---- */
+
+API CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode)
+{
+    (void)mode;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_ILLEGAL_STATE;
+    if (capturing == NULL && (captured = calloc(1, sizeof *captured)) != NULL) {
+        capturing = stream;
+        capture_id++;
+        counts.captures++;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+API CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph)
+{
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    if (capturing != NULL && capturing == stream) {
+        *graph = (CUgraph)captured;
+        capturing = NULL;
+        captured = NULL;
+        r = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+API CUresult cuStreamGetCaptureInfo_v3(CUstream stream, CUstreamCaptureStatus *status,
+                                       cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
+                                       const CUgraphEdgeData **data, size_t *n)
+{
+    pthread_mutex_lock(&lock);
+    counts.capture_queries++;
+    int on = capturing != NULL && stream == capturing;
+    *status = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (id != NULL)
+        *id = on ? capture_id : 0;
+    if (graph != NULL)
+        *graph = on ? (CUgraph)captured : NULL;
+    if (deps != NULL)
+        *deps = NULL;
+    if (data != NULL)
+        *data = NULL;
+    if (n != NULL)
+        *n = 0;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED && old != thread_mode) {
+        pthread_mutex_lock(&lock);
+        counts.relaxed++;
+        pthread_mutex_unlock(&lock);
+    }
+    return CUDA_SUCCESS;
+}
+
+API int fake_thread_mode_is_global(void) { return thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL; }
+
+/* An executable graph is a copy of the graph. */
+API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+{
+    (void)flags;
+    fake_graph_t *e = malloc(sizeof *e);
+    if (e == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    memcpy(e, graph, sizeof *e);
+    *exec = (CUgraphExec)e;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
+{
+    const fake_graph_t *e = (const fake_graph_t *)exec;
+    for (size_t k = 0; k < e->n; k++) {
+        void *params[FAKE_MAX_PARAMS];
+        for (size_t i = 0; i < e->k[k].fn->n; i++)
+            params[i] = (void *)e->k[k].bytes[i];
+        run(e->k[k].fn, stream, params, NULL);
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphDestroy(CUgraph graph)
+{
+    free(graph);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphExecDestroy(CUgraphExec exec)
+{
+    free(exec);
+    return CUDA_SUCCESS;
+}
+
+static cudaError_t rt(CUresult r) { return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown; }
+
+API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    return rt(cuStreamBeginCapture_v2((CUstream)stream, (CUstreamCaptureMode)mode));
+}
+
+API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    return rt(cuStreamEndCapture((CUstream)stream, (CUgraph *)graph));
+}
+
+API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    return rt(cuGraphInstantiateWithFlags((CUgraphExec *)exec, (CUgraph)graph, flags));
+}
+
+API cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
+{
+    return rt(cuGraphLaunch((CUgraphExec)exec, (CUstream)stream));
+}
+
+API cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return rt(cuGraphDestroy((CUgraph)graph)); }
+
+API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    return rt(cuGraphExecDestroy((CUgraphExec)exec));
 }

@@ -15,6 +15,13 @@
  * kernel's would be behind a stream wait), failing after 10 s. A range
  * that is not mapped faults, as a kernel on unmapped memory would.
  *
+ * Graphs: one stream at a time may be captured (cuStreamBeginCapture_v2);
+ * launches on it in the kernelParams form are recorded, the first 64 bytes
+ * of each parameter copied, instead of run, and run at each cuGraphLaunch
+ * of an executable graph made from the capture. The runtime's capture,
+ * instantiate, launch and destroy calls go through the driver's, as the
+ * real runtime's do (through the process's first definitions: lms's).
+ *
  * Copies and memsets (the runtime's and the driver's that the probes use)
  * and NCCL's collectives (one process; ncclComm_t points to an int, the
  * communicator's size) do what they say on the calling thread, once the
@@ -54,10 +61,17 @@ typedef struct fake_counts {
     uint64_t copies;         /* copies and memsets done */
     uint64_t collectives;    /* NCCL calls done (not queued in a group) */
     void *last_stream;       /* the stream of the last launch */
+    uint64_t captures;        /* stream captures begun */
+    uint64_t captured;        /* launches recorded into a graph rather than run */
+    uint64_t capture_queries; /* cuStreamGetCaptureInfo calls */
+    uint64_t relaxed;         /* threads set to the relaxed capture mode */
 } fake_counts_t;
 
 void fake_expect(const void *base, size_t bytes, uint64_t seed);
 void fake_bind_stub(const void *stub, const fake_fn_t *fn);
 fake_counts_t fake_counts(void);
+/* Whether the calling thread's capture mode is the global one (CUDA's
+ * default: what lms must leave it as). */
+int fake_thread_mode_is_global(void);
 
 #endif /* LMS_TESTS_FAKE_CUDA_H */

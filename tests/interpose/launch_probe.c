@@ -32,28 +32,11 @@
 #define SIZE (2 * MIB)
 
 #include "probe.h"
+#include "stand_in.h"
 
 static CUdeviceptr buf[N];
 
-/* Writes allocation i's pattern as a "kernel" on the host would: lms_access
- * maps it for the work that follows (the sim's device memory is the host's),
- * and the write is done before the next lms call. */
-static void write_pattern(int i)
-{
-    uint64_t *w = (uint64_t *)(uintptr_t)buf[i];
-    CHECK(lms_access(w, SIZE, LMS_OVERWRITE, NULL) == LMS_OK, "access: %s", lms_last_error());
-    for (size_t j = 0; j < SIZE / 8; j++)
-        w[j] = fake_word(100 + (uint64_t)i, j);
-    fake_expect(w, SIZE, 100 + (uint64_t)i);
-}
-
-static void expect_checked(uint64_t before, uint64_t n, const char *what)
-{
-    fake_counts_t c = fake_counts();
-    CHECK(c.checked - before == n, "%s: %llu pointers found their data, want %llu", what,
-          (unsigned long long)(c.checked - before), (unsigned long long)n);
-    CHECK(c.wrong == 0, "%s: %llu pointers found wrong data", what, (unsigned long long)c.wrong);
-}
+static void write_pattern(int i) { stand_in_write(buf[i], SIZE, 100 + (uint64_t)i); }
 
 /* Whether a and b are code of the same loaded object. */
 static bool same_object(void *a, void *b)

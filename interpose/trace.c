@@ -1,0 +1,165 @@
+/*
+ * interpose/trace.c — see trace.h.
+ *
+ * Note [Access trace]
+ * With LMS_TRACE_ACCESSES=file, the interposer writes what the program
+ * asks of lms's memory in the trace format of bench/simulate
+ * (docs/trace-format.md), so that a real run can be replayed against the
+ * policies at any device size: an `alloc` for each allocation the hooks
+ * make (ids count up from 0 and are not reused), a `free` for each free
+ * of one, and a `kernel` for each launch, copy, memset or collective that
+ * touches one, naming what it touches (a launch writes all it points to:
+ * `w`; a copy reads its source, `r`, and writes its destination, `o` when
+ * it overwrites whole chunks). Kernel times are not measured (the host
+ * does not see them): each `kernel` says 0 ns, and `iteration` marks are
+ * not written (the policy finds iterations in the repeating accesses).
+ * Lines are written under one lock, in the order the hooks saw the calls,
+ * and the file is flushed at exit; a file that cannot be opened is said
+ * once in the log and nothing is traced.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/base.h"
+#include "interpose/trace.h"
+
+static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static int state; /* 0 not looked at yet, 1 off, 2 on (atomic) */
+static FILE *out;
+static uint64_t next_id;
+
+/* base -> id of the live allocations, open addressing, grown at 1/2 full */
+typedef struct entry {
+    uintptr_t base; /* 0: empty; 1: removed */
+    uint64_t id;
+} entry_t;
+static entry_t *table;
+static size_t cap, used;
+
+static size_t slot(uintptr_t base) { return (size_t)((base >> 8) * 0x9e3779b97f4a7c15ull >> 20); }
+
+static entry_t *lookup(uintptr_t base)
+{
+    for (size_t i = slot(base) & (cap - 1), k = 0; cap != 0 && k < cap; k++, i = (i + 1) & (cap - 1)) {
+        if (table[i].base == base)
+            return &table[i];
+        if (table[i].base == 0)
+            return NULL;
+    }
+    return NULL;
+}
+
+static bool insert(uintptr_t base, uint64_t id)
+{
+    if (2 * (used + 1) > cap) {
+        size_t ncap = cap ? 2 * cap : 1024;
+        entry_t *t = calloc(ncap, sizeof *t), *old = table;
+        if (t == NULL)
+            return false;
+        size_t ocap = cap;
+        table = t, cap = ncap, used = 0;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].base > 1)
+                (void)insert(old[i].base, old[i].id);
+        free(old);
+    }
+    size_t i = slot(base) & (cap - 1);
+    while (table[i].base > 1)
+        i = (i + 1) & (cap - 1);
+    table[i] = (entry_t){base, id};
+    used++;
+    return true;
+}
+
+static void close_at_exit(void)
+{
+    pthread_mutex_lock(&trace_lock);
+    if (out != NULL)
+        fflush(out);
+    pthread_mutex_unlock(&trace_lock);
+}
+
+bool trace_on(void)
+{
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (s != 0)
+        return s == 2;
+    pthread_mutex_lock(&trace_lock);
+    if ((s = state) == 0) {
+        const char *path = base_options()->trace_accesses;
+        if (path[0] != '\0' && (out = fopen(path, "w")) == NULL)
+            base_log(BASE_LOG_WARN, "LMS_TRACE_ACCESSES=%s cannot be opened: nothing is traced", path);
+        if (out != NULL) {
+            fprintf(out, "lms-trace 1\n# written by liblms.so (LMS_TRACE_ACCESSES): kernel times "
+                         "are not measured\n");
+            atexit(close_at_exit);
+        }
+        s = out != NULL ? 2 : 1;
+        __atomic_store_n(&state, s, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&trace_lock);
+    return s == 2;
+}
+
+void trace_alloc(const void *ptr, size_t size)
+{
+    if (ptr == NULL || !trace_on())
+        return;
+    pthread_mutex_lock(&trace_lock);
+    uint64_t id = next_id++;
+    if (insert((uintptr_t)ptr, id))
+        fprintf(out, "alloc %llu %zu\n", (unsigned long long)id, size);
+    pthread_mutex_unlock(&trace_lock);
+}
+
+void trace_free(const void *ptr)
+{
+    if (ptr == NULL || !trace_on())
+        return;
+    pthread_mutex_lock(&trace_lock);
+    entry_t *e = lookup((uintptr_t)ptr);
+    if (e != NULL) {
+        fprintf(out, "free %llu\n", (unsigned long long)e->id);
+        e->base = 1;
+    }
+    pthread_mutex_unlock(&trace_lock);
+}
+
+void trace_access(const lms_range_t *r, size_t n)
+{
+    if (n == 0 || !trace_on())
+        return;
+    static const char mode[] = {[LMS_READ] = 'r', [LMS_WRITE] = 'w', [LMS_OVERWRITE] = 'o'};
+    pthread_mutex_lock(&trace_lock);
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        void *base;
+        size_t size;
+        entry_t *e = lms_allocation_of(r[i].ptr, &base, &size) == LMS_OK ? lookup((uintptr_t)base)
+                                                                          : NULL;
+        if (e == NULL)
+            continue;
+        fprintf(out, "%s %llu:%c", any ? "" : "kernel 0", (unsigned long long)e->id,
+                (unsigned)r[i].mode < sizeof mode ? mode[r[i].mode] : 'w');
+        any = true;
+    }
+    if (any)
+        fputc('\n', out);
+    pthread_mutex_unlock(&trace_lock);
+}
+
+void trace_access_pointers(const void *const *ptrs, size_t n)
+{
+    if (n == 0 || !trace_on())
+        return;
+    lms_range_t stack[64], *r = n <= 64 ? stack : malloc(n * sizeof *r);
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < n; i++)
+        r[i] = (lms_range_t){.ptr = ptrs[i], .bytes = 1, .mode = LMS_WRITE};
+    trace_access(r, n);
+    if (r != stack)
+        free(r);
+}
