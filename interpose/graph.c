@@ -77,21 +77,36 @@ typedef CUresult (*capture_info_v3_t)(CUstream, CUstreamCaptureStatus *, cuuint6
 typedef CUresult (*capture_info_v2_t)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
                                       const CUgraphNode **, size_t *);
 
+/* The driver functions used here, looked up once (on the first capture:
+ * the driver is loaded by then). NULL where the driver has none. */
+static struct {
+    capture_info_v3_t info_v3;
+    capture_info_v2_t info_v2;
+    CUresult (*exchange_mode)(CUstreamCaptureMode *);
+    CUresult (*synchronize)(void); /* the context-less cuCtxSynchronize of CUDA 12 */
+} drv;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+static void look_up(void)
+{
+    drv.info_v3 = (capture_info_v3_t)interpose_sym("cuStreamGetCaptureInfo_v3");
+    if (drv.info_v3 == NULL)
+        drv.info_v2 = (capture_info_v2_t)interpose_sym("cuStreamGetCaptureInfo_v2");
+    drv.exchange_mode =
+        (CUresult(*)(CUstreamCaptureMode *))interpose_sym("cuThreadExchangeStreamCaptureMode");
+    drv.synchronize = (CUresult(*)(void))interpose_sym("cuCtxSynchronize");
+}
+
 /* The capture status of stream and its capture's id; false if the driver
  * does not say (no driver, the legacy stream during another capture). */
 static bool capture_info(void *stream, CUstreamCaptureStatus *status, uint64_t *id)
 {
-    static void *v3, *v2;
-    static bool looked;
-    if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-        v3 = interpose_sym("cuStreamGetCaptureInfo_v3");
-        v2 = v3 == NULL ? interpose_sym("cuStreamGetCaptureInfo_v2") : NULL;
-        __atomic_store_n(&looked, true, __ATOMIC_RELEASE);
-    }
+    pthread_once(&drv_once, look_up);
     cuuint64_t i = 0;
-    CUresult r = v3 != NULL   ? ((capture_info_v3_t)v3)((CUstream)stream, status, &i, NULL, NULL, NULL, NULL)
-                 : v2 != NULL ? ((capture_info_v2_t)v2)((CUstream)stream, status, &i, NULL, NULL, NULL)
-                              : CUDA_ERROR_NOT_FOUND;
+    CUresult r = drv.info_v3 != NULL
+                     ? drv.info_v3((CUstream)stream, status, &i, NULL, NULL, NULL, NULL)
+                 : drv.info_v2 != NULL ? drv.info_v2((CUstream)stream, status, &i, NULL, NULL, NULL)
+                                       : CUDA_ERROR_NOT_FOUND;
     *id = i;
     return r == CUDA_SUCCESS;
 }
@@ -100,22 +115,17 @@ static bool capture_info(void *stream, CUstreamCaptureStatus *status, uint64_t *
  * relax_end. */
 static CUstreamCaptureMode relax(void)
 {
-    CUresult (*exchange)(CUstreamCaptureMode *) =
-        (CUresult(*)(CUstreamCaptureMode *))interpose_sym("cuThreadExchangeStreamCaptureMode");
+    pthread_once(&drv_once, look_up);
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    if (exchange == NULL || exchange(&mode) != CUDA_SUCCESS)
+    if (drv.exchange_mode == NULL || drv.exchange_mode(&mode) != CUDA_SUCCESS)
         return CU_STREAM_CAPTURE_MODE_RELAXED;
     return mode;
 }
 
 static void relax_end(CUstreamCaptureMode old)
 {
-    if (old == CU_STREAM_CAPTURE_MODE_RELAXED)
-        return;
-    CUresult (*exchange)(CUstreamCaptureMode *) =
-        (CUresult(*)(CUstreamCaptureMode *))interpose_sym("cuThreadExchangeStreamCaptureMode");
-    if (exchange != NULL)
-        (void)exchange(&old);
+    if (old != CU_STREAM_CAPTURE_MODE_RELAXED)
+        (void)drv.exchange_mode(&old);
 }
 
 /* ---- holders (graph_lock held) -------------------------------------------------- */
@@ -161,11 +171,8 @@ static void release(pinset_t *set)
     if (set == NULL)
         return;
     CUstreamCaptureMode old = relax();
-    if (set->ran) { /* an executable graph may still run: wait for the device */
-        CUresult (*sync)(void) = (CUresult(*)(void))interpose_sym("cuCtxSynchronize");
-        if (sync != NULL)
-            (void)sync();
-    }
+    if (set->ran && drv.synchronize != NULL) /* an executable graph may still run */
+        (void)drv.synchronize();
     for (size_t i = 0; i < set->n; i++)
         if (lms_unpin(set->a[i].base, set->a[i].size) != LMS_OK)
             base_log(BASE_LOG_WARN, "interpose: unpinning a graph's memory: %s", lms_last_error());

@@ -750,9 +750,7 @@ static cudaError_t hook_cudaGetDriverEntryPointByVersion(const char *symbol, voi
 
 void *interpose_dlsym_answer(const char *symbol, void *found)
 {
-    /* names of CUDA's and NCCL's only: nothing else pays for the search */
-    if (found == NULL || symbol == NULL || (strncmp(symbol, "cu", 2) != 0 &&
-                                            strncmp(symbol, "nccl", 4) != 0) || !enabled())
+    if (found == NULL || symbol == NULL || !enabled())
         return found;
     for (int i = 0; i < NHOOKS; i++)
         if (strcmp(hook_name[i], symbol) == 0)

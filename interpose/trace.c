@@ -36,7 +36,7 @@ typedef struct entry {
     uint64_t id;
 } entry_t;
 static entry_t *table;
-static size_t cap, used;
+static size_t cap, used, live; /* used: live and removed slots */
 
 static size_t slot(uintptr_t base) { return (size_t)((base >> 8) * 0x9e3779b97f4a7c15ull >> 20); }
 
@@ -53,13 +53,13 @@ static entry_t *lookup(uintptr_t base)
 
 static bool insert(uintptr_t base, uint64_t id)
 {
-    if (2 * (used + 1) > cap) {
-        size_t ncap = cap ? 2 * cap : 1024;
+    if (2 * (used + 1) > cap) { /* rebuilt without the removed, larger if live needs it */
+        size_t ncap = cap == 0 ? 1024 : 4 * (live + 1) > cap ? 2 * cap : cap;
         entry_t *t = calloc(ncap, sizeof *t), *old = table;
         if (t == NULL)
             return false;
         size_t ocap = cap;
-        table = t, cap = ncap, used = 0;
+        table = t, cap = ncap, used = live = 0;
         for (size_t i = 0; i < ocap; i++)
             if (old[i].base > 1)
                 (void)insert(old[i].base, old[i].id);
@@ -70,6 +70,7 @@ static bool insert(uintptr_t base, uint64_t id)
         i = (i + 1) & (cap - 1);
     table[i] = (entry_t){base, id};
     used++;
+    live++;
     return true;
 }
 
@@ -123,6 +124,7 @@ void trace_free(const void *ptr)
     if (e != NULL) {
         fprintf(out, "free %llu\n", (unsigned long long)e->id);
         e->base = 1;
+        live--;
     }
     pthread_mutex_unlock(&trace_lock);
 }
