@@ -714,6 +714,20 @@ static lms_status_t check_axpy(void *self, dev_stream_t *stream, size_t n, float
     return st != LMS_OK ? st : INNER(c, axpy, s, n, a, x, y);
 }
 
+static lms_status_t check_kernel(void *self, dev_stream_t *stream, const dev_kernel_args_t *a)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    dev_operand_t ops[DEV_KERNEL_OPERANDS];
+    size_t n = 0;
+    lms_status_t st = STREAM(c, "kernel", stream, &s);
+    if (st == LMS_OK)
+        st = dev_kernel_operands(a, ops, &n);
+    for (size_t i = 0; st == LMS_OK && i < n; i++)
+        st = check_device_range(c, dev_kernel_name(a->kernel), ops[i].addr, ops[i].bytes);
+    return st != LMS_OK ? st : INNER(c, kernel, s, a);
+}
+
 /* ---- teardown ---------------------------------------------------------------- */
 
 void dev_check_live(void *self, dev_live_t *out)
@@ -817,6 +831,7 @@ static const dev_ops_t check_ops = {
     .fill = check_fill,
     .checksum = check_checksum,
     .axpy = check_axpy,
+    .kernel = check_kernel,
 };
 
 lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, dev_layer_t *out)

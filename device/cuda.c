@@ -225,6 +225,8 @@ typedef struct cuda {
     atomic_bool kernels_loaded;   /* set (release) once the kernel state is */
     CUmodule module;
     CUfunction fill_fn, checksum_fn, axpy_fn;
+    CUfunction kernel_fn[DEV_KERNEL_COUNT]; /* the training kernels, by dev_kernel_t */
+    CUfunction xent_mean_fn;                /* XENT's second launch */
     ring_slot_t *ring;      /* RING_SLOTS slots, host memory */
     CUdeviceptr ring_dev;   /* RING_SLOTS device words the checksum kernel adds into */
     uint64_t *ring_host;    /* RING_SLOTS pinned host words */
@@ -749,6 +751,13 @@ static lms_status_t load_kernels(cuda_t *c)
         {"dev_fill_kernel", offsetof(cuda_t, fill_fn)},
         {"dev_checksum_kernel", offsetof(cuda_t, checksum_fn)},
         {"dev_axpy_kernel", offsetof(cuda_t, axpy_fn)},
+        {"dev_k_gemm", offsetof(cuda_t, kernel_fn[DEV_KERNEL_GEMM])},
+        {"dev_k_bias_act", offsetof(cuda_t, kernel_fn[DEV_KERNEL_BIAS_ACT])},
+        {"dev_k_relu_back", offsetof(cuda_t, kernel_fn[DEV_KERNEL_RELU_BACK])},
+        {"dev_k_colsum", offsetof(cuda_t, kernel_fn[DEV_KERNEL_COLSUM])},
+        {"dev_k_xent", offsetof(cuda_t, kernel_fn[DEV_KERNEL_XENT])},
+        {"dev_k_adam", offsetof(cuda_t, kernel_fn[DEV_KERNEL_ADAM])},
+        {"dev_k_xent_mean", offsetof(cuda_t, xent_mean_fn)},
     };
     lms_status_t status;
     /* A fatbin is read in 8-byte units (nvcc and clang align theirs to 8); the
@@ -950,6 +959,42 @@ static lms_status_t axpy(void *self, dev_stream_t *stream, size_t n, float a, de
     return launch(c, c->axpy_fn, "dev_axpy_kernel", n, stream, args);
 }
 
+/* The training kernels take dev_kernel_args_t by value, as kernels.cu's
+ * kargs, whose size it asserts to be this. */
+_Static_assert(sizeof(dev_kernel_args_t) == 72, "kernels.cu's kargs restates dev_kernel_args_t");
+#define GEMM_TILE 16 /* = kernels.cu's: GEMM runs blocks of GEMM_TILE x GEMM_TILE threads */
+
+static lms_status_t kernel(void *self, dev_stream_t *stream, const dev_kernel_args_t *a)
+{
+    cuda_t *c = self;
+    lms_status_t status = kernels_ready(c);
+    if (status != LMS_OK)
+        return status;
+    dev_kernel_args_t copy = *a; /* cuLaunchKernel copies the parameters at the call */
+    void *args[] = {&copy};
+    const char *name = dev_kernel_name(a->kernel);
+    switch (a->kernel) {
+    case DEV_KERNEL_GEMM: {
+        unsigned gx = (a->n + GEMM_TILE - 1) / GEMM_TILE, gy = (a->m + GEMM_TILE - 1) / GEMM_TILE;
+        CUresult r = c->drv.cuLaunchKernel(c->kernel_fn[DEV_KERNEL_GEMM], gx, gy, 1, GEMM_TILE,
+                                           GEMM_TILE, 1, 0, (CUstream)stream, args, NULL);
+        if (r != CUDA_SUCCESS)
+            return fail(&c->drv, r, "cuLaunchKernel(gemm, %ux%u blocks, stream %p)", gx, gy,
+                        (void *)stream);
+        return LMS_OK;
+    }
+    case DEV_KERNEL_COLSUM:
+        return launch(c, c->kernel_fn[a->kernel], name, a->n, stream, args);
+    case DEV_KERNEL_XENT:
+        status = launch(c, c->kernel_fn[a->kernel], name, a->m, stream, args);
+        return status != LMS_OK ? status : launch(c, c->xent_mean_fn, "xent_mean", 1, stream, args);
+    case DEV_KERNEL_ADAM:
+        return launch(c, c->kernel_fn[a->kernel], name, a->n, stream, args);
+    default: /* BIAS_ACT, RELU_BACK: one item per element */
+        return launch(c, c->kernel_fn[a->kernel], name, (uint64_t)a->m * a->n, stream, args);
+    }
+}
+
 /* ---- open and close --------------------------------------------------------- */
 
 /* *fn = the entry point `name` at `version`; LMS_ERR_NO_DEVICE if the driver
@@ -1128,6 +1173,7 @@ static const dev_ops_t cuda_ops = {
     .fill = fill,
     .checksum = checksum,
     .axpy = axpy,
+    .kernel = kernel,
 };
 
 lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)

@@ -55,6 +55,7 @@ typedef uint64_t dev_block_t;        /* a physical block; 0 is never a block */
 typedef struct dev_stream dev_stream_t; /* opaque, owned by the layer that made it */
 typedef struct dev_event dev_event_t;   /* opaque, owned by the layer that made it */
 typedef void (*dev_host_fn_t)(void *arg);
+typedef struct dev_kernel_args dev_kernel_args_t; /* the training kernels' arguments, below */
 
 typedef enum dev_priority {
     DEV_PRIORITY_NORMAL,
@@ -171,6 +172,9 @@ typedef struct dev_ops {
                              uint64_t *out);
     lms_status_t (*axpy)(void *self, dev_stream_t *stream, size_t n, float a, dev_addr_t x,
                          dev_addr_t y);
+    /* Runs training kernel a->kernel (see "The training kernels" below) on
+     * stream. The check layer has validated a (dev_kernel_operands). */
+    lms_status_t (*kernel)(void *self, dev_stream_t *stream, const dev_kernel_args_t *a);
 } dev_ops_t;
 
 /* The ops by name, in table order (after `name` and `close`): the fault layer
@@ -181,7 +185,7 @@ typedef struct dev_ops {
     X(stream_adopt) X(stream_destroy) X(stream_synchronize) X(event_create)               \
     X(event_destroy) X(event_record) X(event_query) X(event_synchronize)                  \
     X(stream_wait_event) X(copy_h2d) X(copy_d2h) X(copy_d2d) X(host_func) X(fill)         \
-    X(checksum) X(axpy)
+    X(checksum) X(axpy) X(kernel)
 
 typedef enum dev_op {
 #define DEV_OP_ENUM(op) DEV_OP_##op,
@@ -283,6 +287,81 @@ static inline uint64_t dev_mix64(uint64_t x)
 void dev_fill_ref(void *dst, size_t n, uint64_t seed);
 uint64_t dev_checksum_ref(const void *src, size_t n);
 
+/* ---- the training kernels ----------------------------------------------------- */
+
+/*
+ * What bench/train's model computes, as test kernels of either backend: fp32,
+ * row-major matrices (a matrix r x c is r rows of c floats). Each is
+ * deterministic: every output is summed in one fixed order, with no atomics,
+ * so one backend gives bitwise the same results run after run, wherever lms
+ * put the memory in between. The two backends need not agree bitwise with
+ * each other (their orders of summation and their expf differ).
+ *
+ *   GEMM       C[m x n] = opA(A)[m x k] . opB(B)[k x n], + C when
+ *              DEV_GEMM_ACCUMULATE. A is stored m x k, or k x m with
+ *              DEV_GEMM_TRANS_A; B is stored k x n, or n x k with
+ *              DEV_GEMM_TRANS_B. p = {A, B, C}. Each C[i][j] adds its k
+ *              products in order of k.
+ *   BIAS_ACT   X[m x n] += bias[n] per row, then, with DEV_ACT_RELU,
+ *              X = max(X, 0); in place. p = {X, bias}.
+ *   RELU_BACK  dX[m x n] = 0 where Y[m x n] <= 0; in place. p = {dX, Y}.
+ *   COLSUM     out[n] = sum over rows i, in order, of X[i][n]. p = {X, out}.
+ *   XENT       softmax cross-entropy of logits L[m x n] against labels
+ *              (m int32 in [0, n)): loss[i] (i < m) is row i's loss and
+ *              loss[m] their mean, summed in order of i; dL[m x n] =
+ *              (softmax(L[i]) - onehot(label i)) / m. p = {L, labels, loss
+ *              (m + 1 floats), dL}; dL may be L.
+ *   ADAM       for n floats: M = b1 M + (1 - b1) G; V = b2 V + (1 - b2) G^2;
+ *              W -= lr_t M / (sqrt(V) + eps), with f = {lr_t, b1, b2, eps}
+ *              (lr_t: the step's bias-corrected rate). p = {W, G, M, V}.
+ */
+typedef enum dev_kernel {
+    DEV_KERNEL_GEMM,
+    DEV_KERNEL_BIAS_ACT,
+    DEV_KERNEL_RELU_BACK,
+    DEV_KERNEL_COLSUM,
+    DEV_KERNEL_XENT,
+    DEV_KERNEL_ADAM,
+    DEV_KERNEL_COUNT
+} dev_kernel_t;
+
+enum {
+    DEV_GEMM_TRANS_A = 1,
+    DEV_GEMM_TRANS_B = 2,
+    DEV_GEMM_ACCUMULATE = 4,
+    DEV_ACT_RELU = 1,
+};
+
+#define DEV_KERNEL_OPERANDS 4
+
+struct dev_kernel_args {
+    dev_kernel_t kernel;
+    dev_addr_t p[DEV_KERNEL_OPERANDS]; /* operands, as each kernel lists them; unused: 0 */
+    uint32_t m, n, k;                  /* sizes, as each kernel names them; unused: 0 */
+    uint32_t flags;                    /* DEV_GEMM_*, DEV_ACT_* */
+    float f[4];                        /* ADAM's scalars */
+};
+
+/* One operand of a kernel: the bytes it uses and how (read, written whole,
+ * or updated in place). */
+typedef struct dev_operand {
+    dev_addr_t addr;
+    size_t bytes;
+    lms_access_mode_t mode;
+} dev_operand_t;
+
+/* The operands of a, in its p order, into out[0..*n) (what a program makes
+ * resident before the kernel, with lms_access_many). LMS_ERR_INVALID, with a
+ * message, for an unknown kernel, an empty or overflowing size, unknown
+ * flags, a NULL or misaligned (4-byte) operand. "kernel" names the kernel. */
+lms_status_t dev_kernel_operands(const dev_kernel_args_t *a, dev_operand_t out[DEV_KERNEL_OPERANDS],
+                                 size_t *n);
+const char *dev_kernel_name(dev_kernel_t k);
+
+/* The kernels on the host, for the sim backend and as tests' reference:
+ * the operands are host addresses. Returns nothing: a has been validated. */
+void dev_kernel_ref(const dev_kernel_args_t *a);
+
 /* ---- the CUDA allocators lms is compared against --------------------------- */
 
 /*
@@ -357,5 +436,6 @@ static inline lms_status_t dev_host_func(dev_device_t *d, dev_stream_t *s, dev_h
 static inline lms_status_t dev_fill(dev_device_t *d, dev_stream_t *s, dev_addr_t dst, size_t n, uint64_t seed) { return DEV_CALL(d, fill, s, dst, n, seed); }
 static inline lms_status_t dev_checksum(dev_device_t *d, dev_stream_t *s, dev_addr_t src, size_t n, uint64_t *out) { return DEV_CALL(d, checksum, s, src, n, out); }
 static inline lms_status_t dev_axpy(dev_device_t *d, dev_stream_t *s, size_t n, float a, dev_addr_t x, dev_addr_t y) { return DEV_CALL(d, axpy, s, n, a, x, y); }
+static inline lms_status_t dev_kernel(dev_device_t *d, dev_stream_t *s, const dev_kernel_args_t *a) { return DEV_CALL(d, kernel, s, a); }
 
 #endif /* LMS_DEVICE_H */

@@ -1,7 +1,8 @@
 /*
  * device/kernels.cu — the test kernels of the cuda backend: fill, checksum and
  * axpy, whose results are bit-identical to the host references in
- * device/device.h (dev_fill_ref, dev_checksum_ref, fmaf).
+ * device/device.h (dev_fill_ref, dev_checksum_ref, fmaf), and the training
+ * kernels (at the end), deterministic but not bitwise the host's.
  *
  * The build compiles this file with nvcc into a fatbin (sm_90 SASS +
  * compute_90 PTX) and embeds it as dev_cuda_kernels_image; device/cuda.c loads
@@ -154,4 +155,139 @@ extern "C" __global__ void dev_axpy_kernel(u64 n, float a, const float *x, float
     const u64 first = thread_index(), stride = thread_count();
     for (u64 i = first; i < n; i += stride)
         y[i] = __fmaf_rn(a, x[i], y[i]);
+}
+
+/* ---- the training kernels (device.h, "The training kernels") ----------------
+ *
+ * Each takes the one argument cuda.c passes: dev_kernel_args_t by value,
+ * restated here (kargs) with the same layout, which the static_assert and
+ * cuda.c's check its size against. Deterministic: no atomics, and every sum
+ * runs in one fixed order (GEMM: each C[i][j] over k in order, in tiles of
+ * GEMM_TILE; COLSUM over rows in order; XENT's mean over rows in order, by one
+ * thread of dev_k_xent_mean, launched after dev_k_xent).
+ */
+struct kargs {
+    int kernel;
+    u64 p[4];
+    unsigned m, n, k, flags;
+    float f[4];
+};
+static_assert(sizeof(kargs) == 72, "kargs must match dev_kernel_args_t");
+
+#define GEMM_TILE 16 /* = cuda.c's GEMM_TILE: blocks of GEMM_TILE x GEMM_TILE threads */
+#define TRANS_A 1    /* = DEV_GEMM_TRANS_A ... */
+#define TRANS_B 2
+#define ACCUMULATE 4
+#define ACT_RELU 1
+
+__device__ __forceinline__ float *fptr(u64 a) { return (float *)a; }
+
+/* One thread per C[row][col] (grid: n / TILE x m / TILE, rounded up). */
+extern "C" __global__ void dev_k_gemm(kargs a)
+{
+    __shared__ float As[GEMM_TILE][GEMM_TILE], Bs[GEMM_TILE][GEMM_TILE];
+    const unsigned m = a.m, n = a.n, k = a.k;
+    const unsigned row = blockIdx.y * GEMM_TILE + threadIdx.y;
+    const unsigned col = blockIdx.x * GEMM_TILE + threadIdx.x;
+    const float *A = fptr(a.p[0]), *B = fptr(a.p[1]);
+    float sum = 0.0f;
+    for (unsigned k0 = 0; k0 < k; k0 += GEMM_TILE) {
+        unsigned ka = k0 + threadIdx.x, kb = k0 + threadIdx.y;
+        float av = 0.0f, bv = 0.0f;
+        if (row < m && ka < k)
+            av = (a.flags & TRANS_A) ? A[(u64)ka * m + row] : A[(u64)row * k + ka];
+        if (col < n && kb < k)
+            bv = (a.flags & TRANS_B) ? B[(u64)col * k + kb] : B[(u64)kb * n + col];
+        As[threadIdx.y][threadIdx.x] = av;
+        Bs[threadIdx.y][threadIdx.x] = bv;
+        __syncthreads();
+        unsigned left = k - k0 < GEMM_TILE ? k - k0 : GEMM_TILE;
+        for (unsigned kk = 0; kk < left; kk++)
+            sum += As[threadIdx.y][kk] * Bs[kk][threadIdx.x];
+        __syncthreads();
+    }
+    if (row < m && col < n) {
+        float *c = fptr(a.p[2]) + (u64)row * n + col;
+        *c = (a.flags & ACCUMULATE) ? *c + sum : sum;
+    }
+}
+
+extern "C" __global__ void dev_k_bias_act(kargs a)
+{
+    float *x = fptr(a.p[0]);
+    const float *bias = fptr(a.p[1]);
+    const u64 total = (u64)a.m * a.n;
+    for (u64 i = thread_index(); i < total; i += thread_count()) {
+        float v = x[i] + bias[i % a.n];
+        x[i] = (a.flags & ACT_RELU) && !(v > 0.0f) ? 0.0f : v;
+    }
+}
+
+extern "C" __global__ void dev_k_relu_back(kargs a)
+{
+    float *dx = fptr(a.p[0]);
+    const float *y = fptr(a.p[1]);
+    const u64 total = (u64)a.m * a.n;
+    for (u64 i = thread_index(); i < total; i += thread_count())
+        if (!(y[i] > 0.0f))
+            dx[i] = 0.0f;
+}
+
+extern "C" __global__ void dev_k_colsum(kargs a)
+{
+    const float *x = fptr(a.p[0]);
+    float *out = fptr(a.p[1]);
+    for (u64 j = thread_index(); j < a.n; j += thread_count()) {
+        float s = 0.0f;
+        for (u64 i = 0; i < a.m; i++)
+            s += x[i * a.n + j];
+        out[j] = s;
+    }
+}
+
+/* One thread per row. */
+extern "C" __global__ void dev_k_xent(kargs a)
+{
+    const unsigned n = a.n;
+    const int *label = (const int *)a.p[1];
+    float *loss = fptr(a.p[2]);
+    for (u64 i = thread_index(); i < a.m; i += thread_count()) {
+        const float *row = fptr(a.p[0]) + i * n;
+        float *drow = fptr(a.p[3]) + i * n;
+        float max = row[0];
+        for (unsigned j = 1; j < n; j++)
+            max = row[j] > max ? row[j] : max;
+        float z = 0.0f;
+        for (unsigned j = 0; j < n; j++)
+            z += expf(row[j] - max);
+        int y = label[i];
+        float at_label = (y >= 0 && (unsigned)y < n) ? row[y] : max;
+        loss[i] = logf(z) - (at_label - max);
+        for (unsigned j = 0; j < n; j++)
+            drow[j] = (expf(row[j] - max) / z - ((int)j == y ? 1.0f : 0.0f)) / (float)a.m;
+    }
+}
+
+/* One thread: loss[m] = the mean of loss[0..m), in order. */
+extern "C" __global__ void dev_k_xent_mean(kargs a)
+{
+    if (thread_index() != 0)
+        return;
+    float *loss = fptr(a.p[2]);
+    float s = 0.0f;
+    for (unsigned i = 0; i < a.m; i++)
+        s += loss[i];
+    loss[a.m] = s / (float)a.m;
+}
+
+extern "C" __global__ void dev_k_adam(kargs a)
+{
+    float *w = fptr(a.p[0]), *mo = fptr(a.p[2]), *v = fptr(a.p[3]);
+    const float *g = fptr(a.p[1]);
+    const float lr = a.f[0], b1 = a.f[1], b2 = a.f[2], eps = a.f[3];
+    for (u64 i = thread_index(); i < a.n; i += thread_count()) {
+        mo[i] = b1 * mo[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        w[i] -= lr * mo[i] / (sqrtf(v[i]) + eps);
+    }
 }

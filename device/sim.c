@@ -96,6 +96,7 @@ struct sim_op {
         struct { void *dst; size_t n; uint64_t seed; } fill;
         struct { const void *src; size_t n; uint64_t *out; } checksum;
         struct { size_t n; float a; const float *x; float *y; } axpy;
+        dev_kernel_args_t kernel; /* a copy: the caller's may be gone when it runs */
     } u;
 };
 
@@ -441,6 +442,14 @@ static lms_status_t sim_axpy(void *self, dev_stream_t *s, size_t n, float a, dev
     return submit(s, (sim_op_t){.run = run_axpy, .u.axpy = {n, a, as_ptr(x), as_ptr(y)}});
 }
 
+static void run_kernel(sim_op_t *op) { dev_kernel_ref(&op->u.kernel); }
+
+static lms_status_t sim_kernel(void *self, dev_stream_t *s, const dev_kernel_args_t *a)
+{
+    (void)self;
+    return submit(s, (sim_op_t){.run = run_kernel, .u.kernel = *a});
+}
+
 /* ---- memory --------------------------------------------------------------- */
 
 static lms_status_t sim_mem_info(void *self, size_t *free_bytes, size_t *total_bytes)
@@ -648,6 +657,7 @@ static const dev_ops_t sim_ops = {
     .fill = sim_fill,
     .checksum = sim_checksum,
     .axpy = sim_axpy,
+    .kernel = sim_kernel,
 };
 
 static lms_status_t check_config(const dev_config_t *cfg)

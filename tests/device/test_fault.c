@@ -72,6 +72,8 @@ static void run_scenario(scenario_t *sc)
     RETRY(sc, dev_checksum(dev, s1, va, n, &sum));
     RETRY(sc, dev_fill(dev, s1, va + n, 2 * g - n, 11));
     RETRY(sc, dev_axpy(dev, s1, 16, 2.f, va, va + 2 * g - 64));
+    dev_kernel_args_t colsum = {DEV_KERNEL_COLSUM, {va, va + 2 * g - 256}, .m = 2, .n = 4};
+    RETRY(sc, dev_kernel(dev, s1, &colsum));
     RETRY(sc, dev_event_record(dev, e, s1));
     RETRY(sc, dev_stream_wait_event(dev, s2, e));
     RETRY(sc, dev_copy_d2d(dev, s2, va + 2 * g - 128, va, 64));
