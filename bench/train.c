@@ -3,7 +3,7 @@
  * that it trains exactly as it would with room for everything (issue 7).
  *
  *   build/bench/train [--oversub X[,Y...]] [--steps N] [--layers L]
- *                     [--width W] [--batch B] [--quick]
+ *                     [--width W] [--batch B] [--quick] [--link-ratio R]
  *
  * The model (bench/model.h): an MLP of L layers of W x W with Adam, batch B;
  * every tensor in lms. First a reference run with a device limit above the
@@ -16,6 +16,14 @@
  *
  * Defaults: X = 4, N = 8, L = 8, W = 1024, B = 256 (a footprint of about
  * 150 MiB on sim); --quick: N = 4, L = 6, W = 512, B = 64.
+ *
+ * --link-ratio R (sim): throttle the link, both ways, to 1/R of the
+ * device's memory bandwidth, which on sim is the host's: measured here (the
+ * best of 5 memcpy of 256 MiB, bytes copied per second). R = 60 is PCIe 5.0
+ * x16 (55 GB/s) beside an H100's HBM3 (3.35 TB/s). Only the link is made
+ * PCIe-like so: the sim's kernels run on a CPU, which does far fewer
+ * operations per byte of memory than a GPU, so a step has much more time to
+ * hide its copies in than on a GPU.
  *
  * Output: JSON lines on stdout, each with "bench":"train":
  *   "case":"settings"  the machine, the model and the limits
@@ -63,8 +71,31 @@ typedef struct run_result {
 
 static model_shape_t shape = {.layers = 8, .width = 1024, .batch = 256, .batches = 8};
 static int steps = 8;
+static double link_gbps; /* --link-ratio's throttle of the sim's link, both ways; 0: the settings' */
 
 static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
+
+/* Bytes memcpy copies per second on this host, in GB/s: the best of 5. */
+static double memory_gbps(void)
+{
+    size_t n = 256 * BASE_MiB;
+    char *a = malloc(n), *b = malloc(n);
+    if (a == NULL || b == NULL)
+        bench_die("out of host memory");
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        uint64_t t0 = base_now_ns();
+        memcpy(rep % 2 ? a : b, rep % 2 ? b : a, n);
+        uint64_t t1 = base_now_ns();
+        double gbps = (double)n / (double)(t1 - t0);
+        best = gbps > best ? gbps : best;
+    }
+    free(a);
+    free(b);
+    return best;
+}
 
 static double gb(uint64_t bytes) { return (double)bytes / 1e9; }
 
@@ -89,6 +120,8 @@ static void train(const char *label, uint64_t limit, uint64_t host_limit, bool t
     cfg.device_limit = limit;
     cfg.device.sim_memory = limit; /* on sim, the device is the limit's size */
     cfg.host_limit = host_limit;
+    if (link_gbps > 0)
+        cfg.device.sim_h2d_gbps = cfg.device.sim_d2h_gbps = link_gbps;
     (void)trace;
     bench_check(swap_init(&cfg), "swap_init");
     dev_device_t *dev = swap_device();
@@ -152,7 +185,7 @@ static void train(const char *label, uint64_t limit, uint64_t host_limit, bool t
 static void usage(void)
 {
     fprintf(stderr, "usage: train [--oversub X[,Y...]] [--steps N] [--layers L] [--width W] "
-                    "[--batch B] [--quick]\n");
+                    "[--batch B] [--quick] [--link-ratio R]\n");
     exit(2);
 }
 
@@ -169,6 +202,7 @@ int main(int argc, char **argv)
 {
     double ratio[MAX_RATIOS] = {4};
     int nratio = 1;
+    double link_ratio = 0, memory = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--quick") == 0) {
@@ -187,6 +221,10 @@ int main(int argc, char **argv)
                     usage();
                 nratio++;
             }
+        } else if (strcmp(a, "--link-ratio") == 0) {
+            link_ratio = strtod(v, NULL);
+            if (!(link_ratio >= 1))
+                usage();
         } else if (strcmp(a, "--steps") == 0) {
             steps = (int)positive(v);
         } else if (strcmp(a, "--layers") == 0) {
@@ -200,6 +238,10 @@ int main(int argc, char **argv)
         }
     }
 
+    if (link_ratio > 0) {
+        memory = memory_gbps();
+        link_gbps = memory / link_ratio;
+    }
     /* Pinned host memory for everything, with room for the reclaim thread. */
     uint64_t host_limit = round_up(2 * model_bytes(&shape) + 64 * BASE_MiB, 2 * BASE_MiB);
     run_result_t ref = {0};
@@ -211,11 +253,13 @@ int main(int argc, char **argv)
     printf(",\"host_cpu\":");
     bench_json_string(cpu);
     printf(",\"layers\":%u,\"width\":%u,\"batch\":%u,\"steps\":%d,\"model_bytes\":%llu,"
-           "\"footprint_bytes\":%llu,\"step_gflop\":%.3f,\"h2d_gbps\":%g,\"d2h_gbps\":%g,"
+           "\"footprint_bytes\":%llu,\"step_gflop\":%.3f,\"memory_gbps\":%.3f,\"link_ratio\":%g,"
+           "\"h2d_gbps\":%g,\"d2h_gbps\":%g,"
            "\"policy\":\"%s\",\"unlimited_step_ms\":%.3f,\"unlimited_swapped_bytes\":%llu}\n",
            shape.layers, shape.width, shape.batch, steps,
            (unsigned long long)model_bytes(&shape), (unsigned long long)ref.footprint,
-           model_step_flops(&shape) / 1e9, ref.h2d_gbps, ref.d2h_gbps, base_options()->policy,
+           model_step_flops(&shape) / 1e9, memory, link_ratio, ref.h2d_gbps, ref.d2h_gbps,
+           base_options()->policy,
            ref.median_ms, (unsigned long long)(ref.stats.bytes_h2d + ref.stats.bytes_d2h));
     fflush(stdout);
 
