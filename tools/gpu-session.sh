@@ -9,8 +9,9 @@
 # Steps: env (driver, toolkit, CPU), build (fresh, in /tmp/lms-gpu), info
 # (lms-info --json), test (ctest -L gpu), a suite by name (test_device,
 # test_swap, ...: that suite alone on cuda), stress, alloc, swap, remap,
-# vmm_threads (the benchmarks on cuda), alloc_sim (bench/alloc on sim: the
-# host alone). A step that fails is logged and the next one runs; a
+# vmm_threads, train (the benchmarks on cuda), alloc_sim (bench/alloc on sim:
+# the host alone), gpt2 (bench/gpt2.py: PyTorch under LD_PRELOAD at 2x),
+# gpt2_e2e (the same at 1.25x-4x). A step that fails is logged and the next one runs; a
 # step whose time is up is killed. With LMS_GPU_DEADLINE (seconds since the
 # epoch) set, no step runs past it. The device tool brings back 8 files at
 # most, so OUTDIR gets summary.txt, the benchmarks' output as NAME.jsonl, and
@@ -39,6 +40,9 @@ if [ "${1:-}" = --do ]; then # one step's body, run under timeout by step()
             "$B/tests/stress" --ops "${LMS_GPU_STRESS_OPS:-200000}" ;;
     alloc | swap | remap | vmm_threads) LMS_BACKEND=cuda "$B/bench/$2" ;;
     alloc_sim) LMS_BACKEND=sim "$B/bench/alloc" --quick ;; # the host alone, for comparison
+    train) LMS_BACKEND=cuda "$B/bench/train" --oversub 2,4 ;;
+    gpt2) python3 bench/gpt2.py suite --lib "$B/liblms.so" --ratios 2 ;;
+    gpt2_e2e) python3 bench/gpt2.py suite --lib "$B/liblms.so" --ratios 1.25,1.5,2,4 --steps 12 ;;
     *) echo "unknown step $2" >&2; exit 2 ;;
     esac
     exit
@@ -62,7 +66,7 @@ for s in "$@"; do
     timeout -k 5 "$secs" sh "$0" --do "$name" "$secs" >"$logs/$name.log" 2>&1
     echo "$name: rc=$? in $(($(date +%s) - t0)) s (limit $secs)" >>"$summary"
     case $name in
-    alloc | alloc_sim | swap | remap | vmm_threads) cp "$logs/$name.log" "$out/$name.jsonl" ;;
+    alloc | alloc_sim | swap | remap | vmm_threads | train | gpt2 | gpt2_e2e) cp "$logs/$name.log" "$out/$name.jsonl" ;;
     *) { echo "==== $name"; cat "$logs/$name.log"; } >>"$out/all.log" ;;
     esac
 done
