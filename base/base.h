@@ -93,7 +93,10 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(pin_smaller_than, size, "0", NULL,                                                     \
       "interposed allocations smaller than this stay resident for their life; 0 = none")   \
     X(trace_accesses, path, "", NULL,                                                        \
-      "file the interposer writes its allocations and accesses to (docs/trace-format.md)")
+      "file the interposer writes its allocations and accesses to (docs/trace-format.md)")  \
+    X(trace, path, "", NULL,                                                                 \
+      "file lms writes a timeline of its swaps and the device's work to, for Perfetto "     \
+      "(docs/timeline-format.md); lms_init fails if it cannot be written")
 
 #define BASE_OPTION_CTYPE_size uint64_t
 #define BASE_OPTION_CTYPE_double double

@@ -122,7 +122,8 @@ static void train(const char *label, uint64_t limit, uint64_t host_limit, bool t
     cfg.host_limit = host_limit;
     if (link_gbps > 0)
         cfg.device.sim_h2d_gbps = cfg.device.sim_d2h_gbps = link_gbps;
-    (void)trace;
+    if (!trace)
+        cfg.trace_path = NULL;
     bench_check(swap_init(&cfg), "swap_init");
     dev_device_t *dev = swap_device();
     snprintf(r->backend, sizeof r->backend, "%s", dev->info.backend);

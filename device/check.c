@@ -12,7 +12,9 @@
  *   three tables  blocks, streams and events, of the objects the layer below
  *                 made. What the caller holds is a handle, never a pointer to
  *                 memory: see Note [Handles];
- *   host ranges   registered with host_register.
+ *   host ranges   registered with host_register;
+ *   the observer  set_observer's: the layer below reports its own streams,
+ *                 and the observer is told the handles that name them.
  * Invariant: the bookkeeping changes only after the layer below succeeded, so
  * a failure anywhere below leaves every object as it was.
  *
@@ -20,6 +22,9 @@
  * hold it across the call below (none of those waits for a stream, and no
  * host function takes this lock); ops that enqueue work or wait hold it only
  * to look their handles and ranges up, so a synchronize never blocks others.
+ * The observer's calls come from the layer below (a sim worker, or a cuda op
+ * in progress) and take the lock to find the handle, so set_observer must
+ * not hold it across the call below, which waits for those calls.
  *
  * Note [Handles]
  * A block, stream or event handle is a 64-bit number (streams and events cast
@@ -86,6 +91,8 @@ typedef struct check {
     size_t mapped_blocks; /* granules with a block mapped, over all reservations */
     host_range_t *host;
     size_t nhost, caphost;
+    dev_observer_t observer; /* the caller's, told of the handles; NULL: none */
+    void *observer_ctx;
 } check_t;
 
 static atomic_uint next_tag;
@@ -728,6 +735,54 @@ static lms_status_t check_kernel(void *self, dev_stream_t *stream, const dev_ker
     return st != LMS_OK ? st : INNER(c, kernel, s, a);
 }
 
+/* ---- the observer ------------------------------------------------------------- */
+
+/* What the layer below reports names its own stream: the caller is told the
+ * handle of it (NULL if the stream is gone from the table: destroyed while
+ * its last work ran). A stream slot is looked up by a scan: an observer is
+ * for tracing, and a process has few streams. */
+static void check_observe(void *ctx, const dev_work_t *inner)
+{
+    check_t *c = ctx;
+    dev_work_t work = *inner;
+    work.stream = NULL;
+    pthread_mutex_lock(&c->lock);
+    dev_observer_t fn = c->observer;
+    void *fn_ctx = c->observer_ctx;
+    for (size_t i = 0; i < c->streams.n; i++)
+        if (c->streams.slots[i].used &&
+            c->streams.slots[i].inner == (uint64_t)(uintptr_t)inner->stream) {
+            work.stream = (dev_stream_t *)(uintptr_t)handle_of(c, &c->streams, i);
+            break;
+        }
+    pthread_mutex_unlock(&c->lock);
+    if (fn != NULL)
+        fn(fn_ctx, &work);
+}
+
+/* The caller's observer is stored first (calls in progress pick it up under
+ * the lock), then the layer below is told: setting it again there waits for
+ * the calls of the old one in progress, which keeps set_observer's promise. */
+static lms_status_t check_set_observer(void *self, dev_observer_t fn, void *ctx)
+{
+    check_t *c = self;
+    pthread_mutex_lock(&c->lock);
+    dev_observer_t old = c->observer;
+    void *old_ctx = c->observer_ctx;
+    c->observer = fn;
+    c->observer_ctx = fn != NULL ? ctx : NULL;
+    pthread_mutex_unlock(&c->lock);
+    lms_status_t st = INNER(c, set_observer, fn != NULL ? check_observe : NULL,
+                            fn != NULL ? (void *)c : NULL);
+    if (st != LMS_OK) {
+        pthread_mutex_lock(&c->lock);
+        c->observer = old;
+        c->observer_ctx = old_ctx;
+        pthread_mutex_unlock(&c->lock);
+    }
+    return st;
+}
+
 /* ---- teardown ---------------------------------------------------------------- */
 
 void dev_check_live(void *self, dev_live_t *out)
@@ -832,6 +887,7 @@ static const dev_ops_t check_ops = {
     .checksum = check_checksum,
     .axpy = check_axpy,
     .kernel = check_kernel,
+    .set_observer = check_set_observer,
 };
 
 lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, dev_layer_t *out)

@@ -9,7 +9,10 @@
  *     DRIVER_FUNCS (see Note [Resolving the driver]);
  *   - one reference on the device's primary context (see Note [Current context]);
  *   - from the first test kernel on: the kernels' module and the checksum ring
- *     (see Note [Checksum ring]).
+ *     (see Note [Checksum ring]);
+ *   - while an observer is set, and from then on: the timing events of the
+ *     work not yet reported, and a base event with its stream (see Note
+ *     [Timing work on the GPU]; not yet run on a GPU).
  * What the ops hand out is the driver's own object, cast: a dev_stream_t * is
  * a CUstream, a dev_event_t * a CUevent, a dev_block_t a
  * CUmemGenericAllocationHandle. This file keeps no table of them (but the
@@ -28,8 +31,10 @@
  * Locks: lock guards the loading of the kernel state and the adopted list;
  * for the kernel state it is taken on the first kernel call of each device (later calls see
  * kernels_loaded and skip it), and no host function takes it. Ring slots are
- * claimed and freed with atomics. Everything else is read-only after open and
- * the driver is thread-safe, so the ops run concurrently without a lock.
+ * claimed and freed with atomics. observe_lock guards the observer's state
+ * and is held while the observer is called (it calls no op). Everything else
+ * is read-only after open and the driver is thread-safe, so the ops run
+ * concurrently without a lock.
  */
 #include "device/layer.h"
 
@@ -119,8 +124,8 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(cuCtxSynchronize) *,
     /* streams, events, copies, host functions */                                           \
     X(cuStreamCreateWithPriority) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery) \
     X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery)                     \
-    X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)    \
-    X(cuMemcpyDtoDAsync) X(cuLaunchHostFunc)                                                \
+    X(cuEventSynchronize) X(cuEventElapsedTime) X(cuStreamWaitEvent) X(cuMemcpyHtoDAsync)  \
+    X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuLaunchHostFunc)                           \
     /* test kernels */                                                                      \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel)          \
     X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemsetD8Async)
@@ -202,6 +207,52 @@ typedef struct ring_slot {
     const uint64_t *word; /* the pinned host word the D2H copy fills */
 } ring_slot_t;
 
+/*
+ * Note [Timing work on the GPU]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * NOT YET RUN ON A GPU: no GPU was lent to the session that wrote this. The
+ * sim implements the same contract (device.h, set_observer) and is tested;
+ * test_device's observer test is registered for the gpu label and checks
+ * this code where a GPU is.
+ *
+ * While an observer is set, each copy, host function and test kernel is
+ * bracketed by two events created with timing (the ops' own events are
+ * CU_EVENT_DISABLE_TIMING), recorded on its stream just before and just
+ * after it, and the pair goes on the pending list. The GPU stamps an event
+ * when the stream reaches it, so the pair says when the work ran, not when
+ * it was enqueued. An op whose bracket cannot be made (no event, a record
+ * refused) runs untimed and unreported; the op itself is not failed for it.
+ *
+ * The clock: at the first set_observer a base event is recorded on a stream
+ * of the observer's own (non-blocking, nothing else on it), synchronized at
+ * once, and base_now_ns() read right after; the GPU's stamp of the base and
+ * that host time agree to within the synchronize's return (some us, the
+ * host reading later). A pending pair is resolved once its end event has
+ * completed: start = base_ns + elapsed(base, start), end = start +
+ * elapsed(start, end), each elapsed from cuEventElapsedTime (float ms, with
+ * a resolution of about 0.5 us). A float's 24 bits make the start's offset
+ * from the base coarser as the run goes on (about 0.06 ms after 1000 s);
+ * durations stay as fine as the events.
+ *
+ * Resolving (poll_work) happens on threads that already call the device:
+ * event_query and event_synchronize (lms's progress calls them all the time;
+ * at most once a millisecond there), stream_synchronize (after the wait, so
+ * the stream's work is reported when it returns), and set_observer (which
+ * first waits for every pending pair: the old observer gets all of its
+ * work). Never in an op the check layer calls with its lock held (create,
+ * destroy, map, unmap), since the observer above takes that lock. Events of
+ * resolved pairs are kept for reuse.
+ */
+typedef struct timed {
+    CUevent start, end;
+    dev_work_kind_t kind;
+    const char *name;
+    size_t bytes;
+    CUstream stream;
+} timed_t;
+
+#define POLL_EVERY_NS 1000000u /* poll_work from event_query/_synchronize */
+
 #define KERNEL_THREADS 256 /* a multiple of the warp size: the checksum reduces per warp */
 #define BLOCKS_PER_SM 8
 
@@ -231,6 +282,20 @@ typedef struct cuda {
     CUdeviceptr ring_dev;   /* RING_SLOTS device words the checksum kernel adds into */
     uint64_t *ring_host;    /* RING_SLOTS pinned host words */
     atomic_uint ring_next;  /* where the next claim starts looking */
+
+    /* the observer: Note [Timing work on the GPU]; guarded by observe_lock */
+    pthread_mutex_t observe_lock;
+    atomic_bool observing;        /* observer != NULL: the ops' one branch, read without the lock */
+    dev_observer_t observer;
+    void *observer_ctx;
+    CUstream base_stream;         /* runs only the base event; NULL until the first observer */
+    CUevent base_event;
+    uint64_t base_ns;             /* base_now_ns() when base_event was seen done */
+    timed_t *pending;             /* bracketed work not yet reported, in enqueue order */
+    size_t npending, cappending;
+    CUevent *spare;               /* timing events for reuse */
+    size_t nspare, capspare;
+    atomic_uint_fast64_t next_poll_ns; /* event_query/_synchronize poll from then on */
 } cuda_t;
 
 /* ---- errors ----------------------------------------------------------------- */
@@ -329,6 +394,206 @@ static lms_status_t use_context_checked(cuda_t *c)
     if (cur != c->ctx)
         current_id = 0;
     return use_context(c);
+}
+
+/* ---- the observer: Note [Timing work on the GPU] ---------------------------- */
+
+static bool observing(cuda_t *c)
+{
+    return atomic_load_explicit(&c->observing, memory_order_relaxed);
+}
+
+/* A timing event: a spare one, or new. observe_lock held, context current. */
+static CUresult timing_event(cuda_t *c, CUevent *out)
+{
+    if (c->nspare > 0) {
+        *out = c->spare[--c->nspare];
+        return CUDA_SUCCESS;
+    }
+    return c->drv.cuEventCreate(out, CU_EVENT_DEFAULT);
+}
+
+/* Keeps e for reuse, or destroys it if there is no room. observe_lock held. */
+static void spare_event(cuda_t *c, CUevent e)
+{
+    if (c->nspare == c->capspare) {
+        size_t cap = c->capspare ? 2 * c->capspare : 64;
+        CUevent *a = realloc(c->spare, cap * sizeof *a);
+        if (a == NULL) {
+            (void)c->drv.cuEventDestroy(e);
+            return;
+        }
+        c->spare = a;
+        c->capspare = cap;
+    }
+    c->spare[c->nspare++] = e;
+}
+
+/* Before an op on stream, while observing: *t gets a pair of timing events,
+ * the start one recorded on stream. false: the op goes untimed. */
+static bool timed_begin(cuda_t *c, CUstream stream, timed_t *t)
+{
+    *t = (timed_t){.stream = stream};
+    pthread_mutex_lock(&c->observe_lock);
+    bool ok = c->observer != NULL && timing_event(c, &t->start) == CUDA_SUCCESS;
+    if (ok && timing_event(c, &t->end) != CUDA_SUCCESS) {
+        spare_event(c, t->start);
+        ok = false;
+    }
+    pthread_mutex_unlock(&c->observe_lock);
+    if (ok && c->drv.cuEventRecord(t->start, stream) != CUDA_SUCCESS) {
+        pthread_mutex_lock(&c->observe_lock);
+        spare_event(c, t->start);
+        spare_event(c, t->end);
+        pthread_mutex_unlock(&c->observe_lock);
+        ok = false;
+    }
+    return ok;
+}
+
+/* After the op (enqueued: whether it was): the end event is recorded behind
+ * it and the pair listed as pending; else its events go back. */
+static void timed_end(cuda_t *c, timed_t *t, bool enqueued, dev_work_kind_t kind,
+                      const char *name, size_t bytes)
+{
+    t->kind = kind;
+    t->name = name;
+    t->bytes = bytes;
+    bool ok = enqueued && c->drv.cuEventRecord(t->end, t->stream) == CUDA_SUCCESS;
+    pthread_mutex_lock(&c->observe_lock);
+    if (ok && c->npending == c->cappending) {
+        size_t cap = c->cappending ? 2 * c->cappending : 256;
+        timed_t *a = realloc(c->pending, cap * sizeof *a);
+        if ((ok = a != NULL)) {
+            c->pending = a;
+            c->cappending = cap;
+        }
+    }
+    if (ok) {
+        c->pending[c->npending++] = *t;
+    } else {
+        spare_event(c, t->start);
+        spare_event(c, t->end);
+    }
+    pthread_mutex_unlock(&c->observe_lock);
+}
+
+/* Milliseconds from cuEventElapsedTime as nanoseconds (0 if negative). */
+static uint64_t ms_to_ns(float ms) { return ms > 0 ? (uint64_t)((double)ms * 1e6) : 0; }
+
+/* Reports the pending pairs whose end has completed (with wait: waits for
+ * each), in enqueue order, and keeps the rest; a pair whose events fail to
+ * answer is dropped unreported. observe_lock held, context current. */
+static void poll_locked(cuda_t *c, bool wait)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < c->npending; i++) {
+        timed_t t = c->pending[i];
+        CUresult r = wait ? c->drv.cuEventSynchronize(t.end) : c->drv.cuEventQuery(t.end);
+        if (r == CUDA_ERROR_NOT_READY) {
+            c->pending[kept++] = t;
+            continue;
+        }
+        float from_base = 0, took = 0;
+        if (r == CUDA_SUCCESS && c->observer != NULL &&
+            c->drv.cuEventElapsedTime(&from_base, c->base_event, t.start) == CUDA_SUCCESS &&
+            c->drv.cuEventElapsedTime(&took, t.start, t.end) == CUDA_SUCCESS) {
+            uint64_t start = c->base_ns + ms_to_ns(from_base);
+            dev_work_t work = {.kind = t.kind, .stream = (dev_stream_t *)t.stream,
+                               .name = t.name, .bytes = t.bytes, .start_ns = start,
+                               .end_ns = start + ms_to_ns(took)};
+            c->observer(c->observer_ctx, &work);
+        }
+        spare_event(c, t.start);
+        spare_event(c, t.end);
+    }
+    c->npending = kept;
+}
+
+/* poll_locked without waiting; unless forced, at most once per POLL_EVERY_NS.
+ * One branch while no observer is set. Context current. */
+static void poll_work(cuda_t *c, bool force)
+{
+    if (!observing(c))
+        return;
+    if (!force) {
+        uint64_t now = base_now_ns();
+        if (now < atomic_load_explicit(&c->next_poll_ns, memory_order_relaxed))
+            return;
+        atomic_store_explicit(&c->next_poll_ns, now + POLL_EVERY_NS, memory_order_relaxed);
+    }
+    pthread_mutex_lock(&c->observe_lock);
+    poll_locked(c, false);
+    pthread_mutex_unlock(&c->observe_lock);
+}
+
+/* The base event and its stream (Note [Timing work on the GPU]).
+ * observe_lock held, context current; on failure nothing is left. */
+static lms_status_t make_base(cuda_t *c)
+{
+    lms_status_t status;
+    CUresult r = c->drv.cuStreamCreateWithPriority(&c->base_stream, CU_STREAM_NON_BLOCKING, 0);
+    if (r != CUDA_SUCCESS) {
+        c->base_stream = NULL;
+        return fail(&c->drv, r, "cuStreamCreateWithPriority(non-blocking, the observer's base)");
+    }
+    r = c->drv.cuEventCreate(&c->base_event, CU_EVENT_DEFAULT);
+    if (r != CUDA_SUCCESS) {
+        c->base_event = NULL;
+        status = fail(&c->drv, r, "cuEventCreate(timing, the observer's base)");
+        goto fail_stream;
+    }
+    if ((r = c->drv.cuEventRecord(c->base_event, c->base_stream)) != CUDA_SUCCESS ||
+        (r = c->drv.cuEventSynchronize(c->base_event)) != CUDA_SUCCESS) {
+        status = fail(&c->drv, r, "cuEventRecord/cuEventSynchronize(the observer's base event)");
+        goto fail_event;
+    }
+    c->base_ns = base_now_ns();
+    return LMS_OK;
+
+fail_event:
+    (void)c->drv.cuEventDestroy(c->base_event);
+    c->base_event = NULL;
+fail_stream:
+    (void)c->drv.cuStreamDestroy(c->base_stream);
+    c->base_stream = NULL;
+    return status;
+}
+
+static lms_status_t set_observer(void *self, dev_observer_t fn, void *ctx)
+{
+    cuda_t *c = self;
+    lms_status_t status = use_context_checked(c);
+    if (status != LMS_OK)
+        return status;
+    pthread_mutex_lock(&c->observe_lock);
+    if (fn != NULL && c->base_event == NULL && (status = make_base(c)) != LMS_OK) {
+        pthread_mutex_unlock(&c->observe_lock);
+        return status;
+    }
+    poll_locked(c, true); /* the old observer is told of all its work */
+    c->observer = fn;
+    c->observer_ctx = fn != NULL ? ctx : NULL;
+    atomic_store_explicit(&c->observing, fn != NULL, memory_order_relaxed);
+    pthread_mutex_unlock(&c->observe_lock);
+    return LMS_OK;
+}
+
+/* For close: every timing event, the base and its stream. */
+static void release_observer(cuda_t *c)
+{
+    for (size_t i = 0; i < c->npending; i++) {
+        log_close_error(c, c->drv.cuEventDestroy(c->pending[i].start), "cuEventDestroy(timing)");
+        log_close_error(c, c->drv.cuEventDestroy(c->pending[i].end), "cuEventDestroy(timing)");
+    }
+    for (size_t i = 0; i < c->nspare; i++)
+        log_close_error(c, c->drv.cuEventDestroy(c->spare[i]), "cuEventDestroy(timing)");
+    if (c->base_event != NULL)
+        log_close_error(c, c->drv.cuEventDestroy(c->base_event), "cuEventDestroy(base)");
+    if (c->base_stream != NULL)
+        log_close_error(c, c->drv.cuStreamDestroy(c->base_stream), "cuStreamDestroy(base)");
+    free(c->pending);
+    free(c->spare);
 }
 
 /* ---- ops: memory ------------------------------------------------------------ */
@@ -561,6 +826,7 @@ static lms_status_t stream_synchronize(void *self, dev_stream_t *stream)
     CUresult r = c->drv.cuStreamSynchronize((CUstream)stream);
     if (r != CUDA_SUCCESS)
         return fail(&c->drv, r, "cuStreamSynchronize(stream %p)", (void *)stream);
+    poll_work(c, true); /* the stream's work is reported when this returns */
     return LMS_OK;
 }
 
@@ -611,6 +877,7 @@ static lms_status_t event_query(void *self, dev_event_t *event)
     if (status != LMS_OK)
         return status;
     CUresult r = c->drv.cuEventQuery((CUevent)event);
+    poll_work(c, false);
     if (r == CUDA_SUCCESS)
         return LMS_OK;
     if (r == CUDA_ERROR_NOT_READY)
@@ -625,6 +892,7 @@ static lms_status_t event_synchronize(void *self, dev_event_t *event)
     if (status != LMS_OK)
         return status;
     CUresult r = c->drv.cuEventSynchronize((CUevent)event);
+    poll_work(c, false);
     if (r != CUDA_SUCCESS)
         return fail(&c->drv, r, "cuEventSynchronize(event %p)", (void *)event);
     return LMS_OK;
@@ -652,7 +920,11 @@ static lms_status_t copy_h2d(void *self, dev_stream_t *stream, dev_addr_t dst, c
     lms_status_t status = use_context(c);
     if (status != LMS_OK)
         return status;
+    timed_t t;
+    bool timed = observing(c) && timed_begin(c, (CUstream)stream, &t);
     CUresult r = c->drv.cuMemcpyHtoDAsync(dst, src, n, (CUstream)stream);
+    if (timed)
+        timed_end(c, &t, r == CUDA_SUCCESS, DEV_WORK_H2D, "copy_h2d", n);
     if (r != CUDA_SUCCESS)
         return fail(&c->drv, r, "cuMemcpyHtoDAsync(dst 0x%" PRIx64 ", src %p, %zu bytes, stream %p)",
                     dst, src, n, (void *)stream);
@@ -666,7 +938,11 @@ static lms_status_t copy_d2h(void *self, dev_stream_t *stream, void *dst, dev_ad
     lms_status_t status = use_context(c);
     if (status != LMS_OK)
         return status;
+    timed_t t;
+    bool timed = observing(c) && timed_begin(c, (CUstream)stream, &t);
     CUresult r = c->drv.cuMemcpyDtoHAsync(dst, src, n, (CUstream)stream);
+    if (timed)
+        timed_end(c, &t, r == CUDA_SUCCESS, DEV_WORK_D2H, "copy_d2h", n);
     if (r != CUDA_SUCCESS)
         return fail(&c->drv, r, "cuMemcpyDtoHAsync(dst %p, src 0x%" PRIx64 ", %zu bytes, stream %p)",
                     dst, src, n, (void *)stream);
@@ -680,7 +956,11 @@ static lms_status_t copy_d2d(void *self, dev_stream_t *stream, dev_addr_t dst, d
     lms_status_t status = use_context(c);
     if (status != LMS_OK)
         return status;
+    timed_t t;
+    bool timed = observing(c) && timed_begin(c, (CUstream)stream, &t);
     CUresult r = c->drv.cuMemcpyDtoDAsync(dst, src, n, (CUstream)stream);
+    if (timed)
+        timed_end(c, &t, r == CUDA_SUCCESS, DEV_WORK_D2D, "copy_d2d", n);
     if (r != CUDA_SUCCESS)
         return fail(&c->drv, r,
                     "cuMemcpyDtoDAsync(dst 0x%" PRIx64 ", src 0x%" PRIx64 ", %zu bytes, stream %p)",
@@ -705,7 +985,11 @@ static lms_status_t host_func(void *self, dev_stream_t *stream, dev_host_fn_t fn
     lms_status_t status = use_context(c);
     if (status != LMS_OK)
         return status;
+    timed_t t;
+    bool timed = observing(c) && timed_begin(c, (CUstream)stream, &t);
     CUresult r = c->drv.cuLaunchHostFunc((CUstream)stream, fn, arg);
+    if (timed)
+        timed_end(c, &t, r == CUDA_SUCCESS, DEV_WORK_COMPUTE, "host_func", 0);
     if (r != CUDA_SUCCESS)
         return fail(&c->drv, r, "cuLaunchHostFunc(stream %p, fn %p, arg %p)", (void *)stream,
                     (void *)fn, arg);
@@ -872,7 +1156,12 @@ static lms_status_t fill(void *self, dev_stream_t *stream, dev_addr_t dst, size_
     CUdeviceptr dst_p = dst;
     unsigned long long n_ll = n, seed_ll = seed;
     void *args[] = {&dst_p, &n_ll, &seed_ll};
-    return launch(c, c->fill_fn, "dev_fill_kernel", n / 8 + 1, stream, args);
+    timed_t t;
+    bool timed = observing(c) && timed_begin(c, (CUstream)stream, &t);
+    status = launch(c, c->fill_fn, "dev_fill_kernel", n / 8 + 1, stream, args);
+    if (timed)
+        timed_end(c, &t, status == LMS_OK, DEV_WORK_COMPUTE, "fill", 0);
+    return status;
 }
 
 /* Runs on a driver thread when the checksum's copy has landed: see
@@ -911,6 +1200,9 @@ static lms_status_t checksum(void *self, dev_stream_t *stream, dev_addr_t src, s
                          "cuda backend allows; synchronize their streams first",
                          RING_SLOTS, c->ordinal);
     slot->out = out;
+    /* the four steps are timed as one piece of work */
+    timed_t t;
+    bool timed = observing(c) && timed_begin(c, (CUstream)stream, &t);
     CUdeviceptr word = c->ring_dev + (CUdeviceptr)(slot - c->ring) * sizeof(uint64_t);
     CUresult r = c->drv.cuMemsetD8Async(word, 0, sizeof(uint64_t), (CUstream)stream);
     if (r != CUDA_SUCCESS) {
@@ -935,13 +1227,19 @@ static lms_status_t checksum(void *self, dev_stream_t *stream, dev_addr_t src, s
         status = fail(&c->drv, r, "cuLaunchHostFunc(stream %p, deliver checksum)", (void *)stream);
         goto fail_keep_slot;
     }
+    if (timed)
+        timed_end(c, &t, true, DEV_WORK_COMPUTE, "checksum", 0);
     return LMS_OK;
 
 fail_keep_slot:
     /* Work already queued still writes the slot's words: it stays busy for
      * good (see Note [Checksum ring]). */
+    if (timed)
+        timed_end(c, &t, false, DEV_WORK_COMPUTE, "checksum", 0);
     return status;
 fail_free_slot:
+    if (timed)
+        timed_end(c, &t, false, DEV_WORK_COMPUTE, "checksum", 0);
     atomic_store_explicit(&slot->busy, false, memory_order_release);
     return status;
 }
@@ -956,7 +1254,12 @@ static lms_status_t axpy(void *self, dev_stream_t *stream, size_t n, float a, de
     unsigned long long n_ll = n;
     CUdeviceptr x_p = x, y_p = y;
     void *args[] = {&n_ll, &a, &x_p, &y_p};
-    return launch(c, c->axpy_fn, "dev_axpy_kernel", n, stream, args);
+    timed_t t;
+    bool timed = observing(c) && timed_begin(c, (CUstream)stream, &t);
+    status = launch(c, c->axpy_fn, "dev_axpy_kernel", n, stream, args);
+    if (timed)
+        timed_end(c, &t, status == LMS_OK, DEV_WORK_COMPUTE, "axpy", 0);
+    return status;
 }
 
 /* The training kernels take dev_kernel_args_t by value, as kernels.cu's
@@ -964,12 +1267,9 @@ static lms_status_t axpy(void *self, dev_stream_t *stream, size_t n, float a, de
 _Static_assert(sizeof(dev_kernel_args_t) == 72, "kernels.cu's kargs restates dev_kernel_args_t");
 #define GEMM_TILE 16 /* = kernels.cu's: GEMM runs blocks of GEMM_TILE x GEMM_TILE threads */
 
-static lms_status_t kernel(void *self, dev_stream_t *stream, const dev_kernel_args_t *a)
+static lms_status_t launch_kernel(cuda_t *c, dev_stream_t *stream, const dev_kernel_args_t *a)
 {
-    cuda_t *c = self;
-    lms_status_t status = kernels_ready(c);
-    if (status != LMS_OK)
-        return status;
+    lms_status_t status;
     dev_kernel_args_t copy = *a; /* cuLaunchKernel copies the parameters at the call */
     void *args[] = {&copy};
     const char *name = dev_kernel_name(a->kernel);
@@ -993,6 +1293,20 @@ static lms_status_t kernel(void *self, dev_stream_t *stream, const dev_kernel_ar
     default: /* BIAS_ACT, RELU_BACK: one item per element */
         return launch(c, c->kernel_fn[a->kernel], name, (uint64_t)a->m * a->n, stream, args);
     }
+}
+
+static lms_status_t kernel(void *self, dev_stream_t *stream, const dev_kernel_args_t *a)
+{
+    cuda_t *c = self;
+    lms_status_t status = kernels_ready(c);
+    if (status != LMS_OK)
+        return status;
+    timed_t t;
+    bool timed = observing(c) && timed_begin(c, (CUstream)stream, &t);
+    status = launch_kernel(c, stream, a);
+    if (timed)
+        timed_end(c, &t, status == LMS_OK, DEV_WORK_COMPUTE, dev_kernel_name(a->kernel), 0);
+    return status;
 }
 
 /* ---- open and close --------------------------------------------------------- */
@@ -1136,9 +1450,11 @@ static void close_backend(void *self)
             log_close_error(c, CTX_SYNCHRONIZE(c), "cuCtxSynchronize()");
         unload_kernels(c, true);
     }
+    release_observer(c);
     log_close_error(c, c->drv.cuDevicePrimaryCtxRelease(c->device), "cuDevicePrimaryCtxRelease");
     dlclose(c->libcuda);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->observe_lock);
     free(c->adopted);
     free(c);
 }
@@ -1174,6 +1490,7 @@ static const dev_ops_t cuda_ops = {
     .checksum = checksum,
     .axpy = axpy,
     .kernel = kernel,
+    .set_observer = set_observer,
 };
 
 lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)
@@ -1186,7 +1503,14 @@ lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)
     c->ordinal = ordinal;
     c->id = atomic_fetch_add(&next_id, 1);
     atomic_init(&c->kernels_loaded, false);
+    atomic_init(&c->observing, false);
+    atomic_init(&c->next_poll_ns, 0);
     if (pthread_mutex_init(&c->lock, NULL) != 0) {
+        status = base_fail(LMS_ERR_SYSTEM, "cuda: pthread_mutex_init failed");
+        goto fail_free;
+    }
+    if (pthread_mutex_init(&c->observe_lock, NULL) != 0) {
+        pthread_mutex_destroy(&c->lock);
         status = base_fail(LMS_ERR_SYSTEM, "cuda: pthread_mutex_init failed");
         goto fail_free;
     }
@@ -1299,6 +1623,7 @@ fail_close_driver:
     dlclose(c->libcuda);
 fail_destroy_lock:
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->observe_lock);
 fail_free:
     free(c);
     return status;

@@ -29,6 +29,9 @@
  *                before it has finished. Never recorded = done. Re-recording
  *                replaces the marker; a wait uses the latest record at the time
  *                the wait was enqueued.
+ *   observer     a function told of each copy and kernel after it has run,
+ *                with when the device ran it (set_observer): what the
+ *                LMS_TRACE timeline draws device work from.
  *
  * Who waits: device work is asynchronous. unmap, block_release, va_free,
  * host_unregister and event/stream destroy do NOT wait for queued work that
@@ -56,6 +59,28 @@ typedef struct dev_stream dev_stream_t; /* opaque, owned by the layer that made 
 typedef struct dev_event dev_event_t;   /* opaque, owned by the layer that made it */
 typedef void (*dev_host_fn_t)(void *arg);
 typedef struct dev_kernel_args dev_kernel_args_t; /* the training kernels' arguments, below */
+
+/* A piece of device work as it ran, for an observer (set_observer below). */
+typedef enum dev_work_kind {
+    DEV_WORK_H2D,     /* copy_h2d */
+    DEV_WORK_D2H,     /* copy_d2h */
+    DEV_WORK_D2D,     /* copy_d2d */
+    DEV_WORK_COMPUTE, /* a host function or a test kernel */
+} dev_work_kind_t;
+
+typedef struct dev_work {
+    dev_work_kind_t kind;
+    dev_stream_t *stream; /* the stream it ran on, as the op's caller named it;
+                             NULL if that stream has been destroyed since */
+    const char *name;     /* the op: "copy_h2d", "copy_d2h", "copy_d2d", "host_func",
+                             "fill", "checksum" or "axpy" (static storage) */
+    size_t bytes;         /* copies: the bytes copied; compute: 0 */
+    uint64_t start_ns;    /* when the device started it and finished it, on the clock */
+    uint64_t end_ns;      /* of base_now_ns() (CLOCK_MONOTONIC); start_ns <= end_ns */
+} dev_work_t;
+
+/* Called once per piece of work that ran while it was set: see set_observer. */
+typedef void (*dev_observer_t)(void *ctx, const dev_work_t *work);
 
 typedef enum dev_priority {
     DEV_PRIORITY_NORMAL,
@@ -175,6 +200,29 @@ typedef struct dev_ops {
     /* Runs training kernel a->kernel (see "The training kernels" below) on
      * stream. The check layer has validated a (dev_kernel_operands). */
     lms_status_t (*kernel)(void *self, dev_stream_t *stream, const dev_kernel_args_t *a);
+
+    /* Sets the observer (fn NULL: none, as at open): fn(ctx, work) is then
+     * called once for each copy, host function and test kernel, after it
+     * has run, with the times at which the device ran it: measured where it
+     * ran, not when it was enqueued. Event records and waits are not work.
+     *   sim:  for the work a stream's worker starts while fn is set; called
+     *         on that worker, before the work counts as finished, so that
+     *         once an event recorded after it is done (or a synchronize has
+     *         returned) it has been reported. A throttled copy's span is its
+     *         slot on the link.
+     *   cuda: for the work enqueued while fn is set (bracketed by timing
+     *         events; see Note [Timing work on the GPU] in cuda.c); called
+     *         later, on the thread of an event_query, event_synchronize,
+     *         stream_synchronize or set_observer of this device, once the
+     *         work's end event has completed (after stream_synchronize
+     *         returns, that stream's work has been reported).
+     * fn must not call ops and should be quick: calls may come from several
+     * threads at once and hold the device's work back. Replacing the
+     * observer (with NULL too) returns once every call of the old one has
+     * returned; on cuda it first waits for the work enqueued under the old
+     * one to finish, and reports it. While no observer is set, the ops pay
+     * one branch for this. */
+    lms_status_t (*set_observer)(void *self, dev_observer_t fn, void *ctx);
 } dev_ops_t;
 
 /* The ops by name, in table order (after `name` and `close`): the fault layer
@@ -185,7 +233,7 @@ typedef struct dev_ops {
     X(stream_adopt) X(stream_destroy) X(stream_synchronize) X(event_create)               \
     X(event_destroy) X(event_record) X(event_query) X(event_synchronize)                  \
     X(stream_wait_event) X(copy_h2d) X(copy_d2h) X(copy_d2d) X(host_func) X(fill)         \
-    X(checksum) X(axpy) X(kernel)
+    X(checksum) X(axpy) X(kernel) X(set_observer)
 
 typedef enum dev_op {
 #define DEV_OP_ENUM(op) DEV_OP_##op,
@@ -437,5 +485,6 @@ static inline lms_status_t dev_fill(dev_device_t *d, dev_stream_t *s, dev_addr_t
 static inline lms_status_t dev_checksum(dev_device_t *d, dev_stream_t *s, dev_addr_t src, size_t n, uint64_t *out) { return DEV_CALL(d, checksum, s, src, n, out); }
 static inline lms_status_t dev_axpy(dev_device_t *d, dev_stream_t *s, size_t n, float a, dev_addr_t x, dev_addr_t y) { return DEV_CALL(d, axpy, s, n, a, x, y); }
 static inline lms_status_t dev_kernel(dev_device_t *d, dev_stream_t *s, const dev_kernel_args_t *a) { return DEV_CALL(d, kernel, s, a); }
+static inline lms_status_t dev_set_observer(dev_device_t *d, dev_observer_t fn, void *ctx) { return DEV_CALL(d, set_observer, fn, ctx); }
 
 #endif /* LMS_DEVICE_H */

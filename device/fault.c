@@ -91,6 +91,7 @@ FORWARD(fill, (void *self, dev_stream_t *s, dev_addr_t d, size_t n, uint64_t see
 FORWARD(checksum, (void *self, dev_stream_t *s, dev_addr_t src, size_t n, uint64_t *out), s, src, n, out)
 FORWARD(axpy, (void *self, dev_stream_t *s, size_t n, float a, dev_addr_t x, dev_addr_t y), s, n, a, x, y)
 FORWARD(kernel, (void *self, dev_stream_t *s, const dev_kernel_args_t *a), s, a)
+FORWARD(set_observer, (void *self, dev_observer_t fn, void *ctx), fn, ctx)
 
 static void fault_close(void *self)
 {

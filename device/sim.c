@@ -3,13 +3,17 @@
  * failure semantics of a real one. See Note [Sim semantics].
  *
  * Owns: the memfd that is the device memory and its free-block stack, every
- * stream's worker thread and FIFO, the events, the two throttled links.
+ * stream's worker thread and FIFO, the events, the two throttled links, the
+ * observer.
  *
  * Locks (never two at once, except event_lock -> a stream's lock):
- *   sim.lock        guards free_blocks / free_count and workers
- *   sim.event_lock  guards every event's (stream, seq)
- *   stream.lock     guards that stream's queue, counters and stopping flag
- *   link.lock       guards that link's busy_until
+ *   sim.lock          guards free_blocks / free_count and workers
+ *   sim.event_lock    guards every event's (stream, seq)
+ *   sim.observer_lock guards the observer; a worker holds it while it calls
+ *                     the observer, so that set_observer waits for the calls
+ *                     in progress (the observer calls no op)
+ *   stream.lock       guards that stream's queue, counters and stopping flag
+ *   link.lock         guards that link's busy_until
  * No lock is held while an op runs on a worker, so a host function or a
  * "kernel" may fault (SIGSEGV) without leaving a lock behind that matters.
  *
@@ -33,6 +37,12 @@
  *   the end of it, so copies overlap compute and each other as on a real GPU
  *   (H2D and D2H in parallel, two H2D copies one after the other). D2D copies
  *   and kernels are not throttled.
+ * - An observer (set_observer) is told of each copy, host function and kernel
+ *   by the worker that ran it, after it ran and before it counts as
+ *   completed, with the clock read around it; a throttled copy reports its
+ *   slot on the link (it may have waited for the slot, its memmove runs at
+ *   the slot's start, and the worker may wake late from the slot's end),
+ *   or until its memmove ended if that was later.
  * - Stream priorities are accepted and ignored. Destroying a stream returns at
  *   once, as cuStreamDestroy does; its worker drains the queue, then exits.
  * - Many mappings make many kernel VMAs: the process's vm.max_map_count
@@ -81,6 +91,10 @@ typedef struct sim {
     pthread_mutex_t event_lock;
     double vmm_ns_per_byte;  /* sim_vmm_us_per_mib, per byte */
     pthread_mutex_t vmm_lock; /* one unmap or set_access pays its time at a time */
+    pthread_mutex_t observer_lock;
+    dev_observer_t observer; /* NULL: none */
+    void *observer_ctx;
+    atomic_bool observed;    /* observer != NULL, read by workers without the lock */
 } sim_t;
 
 typedef struct sim_stream sim_stream_t;
@@ -89,6 +103,11 @@ typedef struct sim_op sim_op_t;
 struct sim_op {
     void (*run)(sim_op_t *op);
     sim_op_t *next;
+    const char *name;      /* the op, for an observer; NULL: not work (a wait) */
+    dev_work_kind_t kind;
+    size_t bytes;          /* copies: n */
+    uint64_t start_ns;     /* when it started, while observed (run_copy: its slot's start) */
+    uint64_t end_ns;       /* run_copy, throttled: when its slot ended; else 0 (the worker's clock) */
     union {
         struct { void *dst; const void *src; size_t n; link_t *link; } copy;
         struct { dev_host_fn_t fn; void *arg; } host;
@@ -137,6 +156,18 @@ static void stream_unref(sim_stream_t *s)
     free(s);
 }
 
+/* Tells the observer, if one is still set, that op ran on s until now. */
+static void observe(sim_t *sim, sim_stream_t *s, const sim_op_t *op)
+{
+    dev_work_t work = {.kind = op->kind, .stream = (dev_stream_t *)s, .name = op->name,
+                       .bytes = op->bytes, .start_ns = op->start_ns,
+                       .end_ns = op->end_ns != 0 ? op->end_ns : base_now_ns()};
+    pthread_mutex_lock(&sim->observer_lock);
+    if (sim->observer != NULL)
+        sim->observer(sim->observer_ctx, &work);
+    pthread_mutex_unlock(&sim->observer_lock);
+}
+
 /* A stream's worker: runs the FIFO until the stream is destroyed and drained,
  * then drops its reference and tells the device it is gone. */
 static void *worker_main(void *arg)
@@ -154,7 +185,13 @@ static void *worker_main(void *arg)
         if (s->head == NULL)
             s->tail = NULL;
         pthread_mutex_unlock(&s->lock);
+        bool observed = op->name != NULL &&
+                        atomic_load_explicit(&sim->observed, memory_order_acquire);
+        if (observed)
+            op->start_ns = base_now_ns();
         op->run(op);
+        if (observed)
+            observe(sim, s, op);
         free(op);
         pthread_mutex_lock(&s->lock);
         s->completed++;
@@ -370,33 +407,39 @@ static void run_copy(sim_op_t *op)
         end = start + (uint64_t)ceil((double)op->u.copy.n / link->bytes_per_ns);
         link->busy_until = end;
         pthread_mutex_unlock(&link->lock);
+        op->start_ns = start;
     }
     memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
-    if (end != 0)
+    if (end != 0) { /* it ends with its slot, or its memmove if that ends later */
+        uint64_t moved = base_now_ns();
+        op->end_ns = moved > end ? moved : end;
         base_sleep_until_ns(end);
+    }
 }
 
-static lms_status_t copy(dev_stream_t *stream, void *dst, const void *src, size_t n, link_t *link)
+static lms_status_t copy(dev_stream_t *stream, dev_work_kind_t kind, const char *name, void *dst,
+                         const void *src, size_t n, link_t *link)
 {
-    return submit(stream, (sim_op_t){.run = run_copy, .u.copy = {dst, src, n, link}});
+    return submit(stream, (sim_op_t){.run = run_copy, .name = name, .kind = kind, .bytes = n,
+                                     .u.copy = {dst, src, n, link}});
 }
 
 static lms_status_t sim_copy_h2d(void *self, dev_stream_t *s, dev_addr_t dst, const void *src,
                                  size_t n)
 {
-    return copy(s, as_ptr(dst), src, n, &((sim_t *)self)->h2d);
+    return copy(s, DEV_WORK_H2D, "copy_h2d", as_ptr(dst), src, n, &((sim_t *)self)->h2d);
 }
 
 static lms_status_t sim_copy_d2h(void *self, dev_stream_t *s, void *dst, dev_addr_t src, size_t n)
 {
-    return copy(s, dst, as_ptr(src), n, &((sim_t *)self)->d2h);
+    return copy(s, DEV_WORK_D2H, "copy_d2h", dst, as_ptr(src), n, &((sim_t *)self)->d2h);
 }
 
 static lms_status_t sim_copy_d2d(void *self, dev_stream_t *s, dev_addr_t dst, dev_addr_t src,
                                  size_t n)
 {
     (void)self;
-    return copy(s, as_ptr(dst), as_ptr(src), n, NULL);
+    return copy(s, DEV_WORK_D2D, "copy_d2d", as_ptr(dst), as_ptr(src), n, NULL);
 }
 
 static void run_host(sim_op_t *op) { op->u.host.fn(op->u.host.arg); }
@@ -404,7 +447,8 @@ static void run_host(sim_op_t *op) { op->u.host.fn(op->u.host.arg); }
 static lms_status_t sim_host_func(void *self, dev_stream_t *s, dev_host_fn_t fn, void *arg)
 {
     (void)self;
-    return submit(s, (sim_op_t){.run = run_host, .u.host = {fn, arg}});
+    return submit(s, (sim_op_t){.run = run_host, .name = "host_func", .kind = DEV_WORK_COMPUTE,
+                                .u.host = {fn, arg}});
 }
 
 static void run_fill(sim_op_t *op) { dev_fill_ref(op->u.fill.dst, op->u.fill.n, op->u.fill.seed); }
@@ -412,7 +456,8 @@ static void run_fill(sim_op_t *op) { dev_fill_ref(op->u.fill.dst, op->u.fill.n, 
 static lms_status_t sim_fill(void *self, dev_stream_t *s, dev_addr_t dst, size_t n, uint64_t seed)
 {
     (void)self;
-    return submit(s, (sim_op_t){.run = run_fill, .u.fill = {as_ptr(dst), n, seed}});
+    return submit(s, (sim_op_t){.run = run_fill, .name = "fill", .kind = DEV_WORK_COMPUTE,
+                                .u.fill = {as_ptr(dst), n, seed}});
 }
 
 static void run_checksum(sim_op_t *op)
@@ -424,7 +469,8 @@ static lms_status_t sim_checksum(void *self, dev_stream_t *s, dev_addr_t src, si
                                  uint64_t *out)
 {
     (void)self;
-    return submit(s, (sim_op_t){.run = run_checksum, .u.checksum = {as_ptr(src), n, out}});
+    return submit(s, (sim_op_t){.run = run_checksum, .name = "checksum",
+                                .kind = DEV_WORK_COMPUTE, .u.checksum = {as_ptr(src), n, out}});
 }
 
 static void run_axpy(sim_op_t *op)
@@ -439,7 +485,20 @@ static lms_status_t sim_axpy(void *self, dev_stream_t *s, size_t n, float a, dev
                              dev_addr_t y)
 {
     (void)self;
-    return submit(s, (sim_op_t){.run = run_axpy, .u.axpy = {n, a, as_ptr(x), as_ptr(y)}});
+    return submit(s, (sim_op_t){.run = run_axpy, .name = "axpy", .kind = DEV_WORK_COMPUTE,
+                                .u.axpy = {n, a, as_ptr(x), as_ptr(y)}});
+}
+
+/* Taking the lock waits for the observer calls in progress (see the locks). */
+static lms_status_t sim_set_observer(void *self, dev_observer_t fn, void *ctx)
+{
+    sim_t *sim = self;
+    pthread_mutex_lock(&sim->observer_lock);
+    sim->observer = fn;
+    sim->observer_ctx = fn != NULL ? ctx : NULL;
+    atomic_store_explicit(&sim->observed, fn != NULL, memory_order_release);
+    pthread_mutex_unlock(&sim->observer_lock);
+    return LMS_OK;
 }
 
 static void run_kernel(sim_op_t *op) { dev_kernel_ref(&op->u.kernel); }
@@ -447,7 +506,8 @@ static void run_kernel(sim_op_t *op) { dev_kernel_ref(&op->u.kernel); }
 static lms_status_t sim_kernel(void *self, dev_stream_t *s, const dev_kernel_args_t *a)
 {
     (void)self;
-    return submit(s, (sim_op_t){.run = run_kernel, .u.kernel = *a});
+    return submit(s, (sim_op_t){.run = run_kernel, .name = dev_kernel_name(a->kernel),
+                                .kind = DEV_WORK_COMPUTE, .u.kernel = *a});
 }
 
 /* ---- memory --------------------------------------------------------------- */
@@ -622,6 +682,7 @@ static void sim_close(void *self)
     pthread_mutex_destroy(&sim->lock);
     pthread_mutex_destroy(&sim->event_lock);
     pthread_mutex_destroy(&sim->vmm_lock);
+    pthread_mutex_destroy(&sim->observer_lock);
     pthread_mutex_destroy(&sim->h2d.lock);
     pthread_mutex_destroy(&sim->d2h.lock);
     free(sim);
@@ -658,6 +719,7 @@ static const dev_ops_t sim_ops = {
     .checksum = sim_checksum,
     .axpy = sim_axpy,
     .kernel = sim_kernel,
+    .set_observer = sim_set_observer,
 };
 
 static lms_status_t check_config(const dev_config_t *cfg)
@@ -736,6 +798,8 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
     sim->d2h.bytes_per_ns = cfg->sim_d2h_gbps;
     sim->vmm_ns_per_byte = cfg->sim_vmm_us_per_mib * 1e3 / (double)(1u << 20);
     pthread_mutex_init(&sim->vmm_lock, NULL);
+    pthread_mutex_init(&sim->observer_lock, NULL);
+    atomic_init(&sim->observed, false);
 
     char cap[32], gran[32];
     *info = (dev_info_t){

@@ -7,6 +7,8 @@
  *   the device and the VA reservation; the placement (alloc/);
  *   streams   lms streams, each with its pending frees; see Note
  *             [Stream-ordered free]; an event pool for fences and copies.
+ *   the timeline's start and end (LMS_TRACE: opened at init, finished at
+ *             shutdown or exit; swap/trace.c writes it).
  *
  * Lock: `swap_lock` guards all of it, and init and shutdown. Public functions
  * take it; static ones assume it. It is never held while waiting for a stream
@@ -66,6 +68,7 @@
 #include <unistd.h>
 
 #include "swap/tcache.h"
+#include "swap/trace.h"
 
 #define LARGE_REUSE_SCAN 64 /* pending large entries of a stream looked at for reuse */
 
@@ -337,6 +340,7 @@ void swap_config_from_options(swap_config_t *cfg)
         .swap_piece = o->swap_piece,
         .stats_at_exit = o->stats != 0,
         .policy_lru = strcmp(o->policy, "lru") == 0,
+        .trace_path = o->trace,
     };
     dev_config_from_options(&cfg->device);
 }
@@ -361,6 +365,16 @@ static void free_stream(stream_t *s)
     base_meta_free(s);
 }
 
+/* The stats for the timeline's end: lms_stats's, or what there is of a
+ * start that failed before its placement existed. */
+static void final_stats(lms_stats_t *out)
+{
+    if (S->alloc != NULL)
+        resid_stats(out);
+    else
+        *out = S->stats;
+}
+
 static void destroy_state(void)
 {
     if (S == NULL)
@@ -375,8 +389,21 @@ static void destroy_state(void)
         (void)dev_stream_synchronize(S->dev, S->h2d);
     if (S->d2h != NULL)
         (void)dev_stream_synchronize(S->dev, S->d2h);
+    /* the timeline ends with the stats as they are now, once the device has
+     * reported all its work (the observer's replacement waits for that) and
+     * can report no more (closed) */
+    bool tracing = timeline_on;
+    lms_stats_t final;
+    if (tracing) {
+        final_stats(&final);
+        if (dev_set_observer(S->dev, NULL, NULL) != LMS_OK)
+            base_log(BASE_LOG_DEBUG, "LMS_TRACE: the last device work may be missing: %s",
+                     lms_last_error());
+    }
     resid_destroy();
     dev_close(S->dev); /* destroys the streams and events, unmaps, releases every block */
+    if (tracing)
+        timeline_finish(&final);
     for (size_t i = 0; i < S->nstreams; i++)
         free_stream(S->streams[i]);
     base_meta_free(S->events);
@@ -431,6 +458,30 @@ static void stats_at_exit(void)
 
 static void register_stats_at_exit(void) { atexit(stats_at_exit); }
 
+/* At exit with lms still running, the timeline ends with the stats of then
+ * (work still on the device is not in it). Another thread may be inside
+ * lms: it is waited for a second at most, else the file is left
+ * unfinished, as by a crash. */
+static void timeline_at_exit(void)
+{
+    for (int tries = 0; pthread_mutex_trylock(&swap_lock) != 0; tries++) {
+        if (tries == 1000) {
+            base_log(BASE_LOG_WARN, "LMS_TRACE: another thread was inside lms at exit: the "
+                                    "timeline is left unfinished");
+            return;
+        }
+        usleep(1000);
+    }
+    if (S != NULL && timeline_on) {
+        lms_stats_t t;
+        final_stats(&t);
+        timeline_finish(&t);
+    }
+    pthread_mutex_unlock(&swap_lock);
+}
+
+static void register_timeline_at_exit(void) { atexit(timeline_at_exit); }
+
 /*
  * Note [Fork]
  * A process forked after lms started gets a copy of lms's tables but none
@@ -459,6 +510,8 @@ static void after_fork_child(void)
         S = NULL;
         tc_invalidate();
     }
+    if (timeline_on)
+        timeline_forget(); /* the parent's file and buffer */
     pthread_mutex_unlock(&swap_lock);
 }
 
@@ -489,6 +542,9 @@ static lms_status_t init_locked(const swap_config_t *cfg)
         S = NULL;
         return st;
     }
+    if (cfg->trace_path != NULL && cfg->trace_path[0] != '\0' &&
+        (st = timeline_open(cfg->trace_path, &S->dev->info, &cfg->device)) != LMS_OK)
+        goto fail;
     size_t chunk = S->chunk = S->dev->info.granularity, free_b, total;
     if ((st = dev_mem_info(S->dev, &free_b, &total)) != LMS_OK)
         goto fail;
@@ -548,6 +604,13 @@ static lms_status_t init_locked(const swap_config_t *cfg)
             S->npool--;
             goto fail;
         }
+    if (timeline_on) { /* the device's work from now on */
+        timeline_copy_streams(S->h2d, S->d2h);
+        if ((st = dev_set_observer(S->dev, timeline_device_work, NULL)) != LMS_OK)
+            goto fail;
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, register_timeline_at_exit);
+    }
     base_log(BASE_LOG_INFO, "%s device %s: limit %s, host limit %s, %s reserved at 0x%llx",
              S->dev->info.backend, S->dev->info.name, swap_fmt(S->budget * chunk, a),
              swap_fmt(S->host_limit, c), swap_fmt(va, b), (unsigned long long)S->base);

@@ -1,7 +1,9 @@
 /*
  * swap/residency.c — which chunk is where: the block pool, fetch and evict,
  * access windows, pins, and the reclaim thread. See internal.h; the caller
- * holds swap_lock in every function here unless it says otherwise.
+ * holds swap_lock in every function here unless it says otherwise. Each
+ * decision is reported to the LMS_TRACE timeline where it is made, and where
+ * its stats counter moves (swap/trace.h), at a branch while none is written.
  *
  * Note [Chunk states]
  *   UNBACKED  no block, no data worth keeping (never touched, or freed).
@@ -121,6 +123,7 @@
 #include <string.h>
 
 #include "swap/internal.h"
+#include "swap/trace.h"
 
 #define MAX_RUN 64 /* chunks evicted in one copy */
 #define PIECE_BYTES (16u << 20) /* a step of a pipelined swap, by default (Note [Pipelined swaps]) */
@@ -210,6 +213,30 @@ static void lru_touch(size_t c) /* to the most recent end */
     k->on_lru = true;
 }
 
+/* ---- the timeline (swap/trace.h): one branch each while none is written ---- */
+
+/* Resident or host chunks changed: the timeline's memory counter follows. */
+static inline void memory_changed(void)
+{
+    if (timeline_on)
+        timeline_memory(S->resident * S->chunk, S->host_chunks * S->chunk);
+}
+
+/* policy_access; with a timeline, an iteration mark for each iteration the
+ * policy found ending with it (Note [Finding the iteration] in policy.c). */
+static lms_status_t report(size_t first, size_t n, policy_kind_t kind, uint64_t now)
+{
+    if (!timeline_on)
+        return policy_access(S->policy, first, n, kind, now);
+    policy_usage_t before, after;
+    policy_usage(S->policy, &before);
+    lms_status_t st = policy_access(S->policy, first, n, kind, now);
+    policy_usage(S->policy, &after);
+    for (uint64_t found = before.found; found < after.found; found++)
+        timeline_iteration();
+    return st;
+}
+
 /* ---- host copies ---------------------------------------------------------- */
 
 static void drop_host(size_t c)
@@ -225,6 +252,7 @@ static void drop_host(size_t c)
     k->host = NULL;
     k->clean = false;
     S->host_chunks--;
+    memory_changed();
 }
 
 /* Frees the host copies of clean resident chunks, until one chunk's extent
@@ -307,6 +335,7 @@ static void set_resident(size_t c, dev_block_t b)
     S->ch[c].broken = false;
     if (++S->resident * S->chunk > S->stats.peak_resident_bytes)
         S->stats.peak_resident_bytes = S->resident * S->chunk;
+    memory_changed();
 }
 
 static void set_unbacked(size_t c, uint8_t state)
@@ -317,6 +346,7 @@ static void set_unbacked(size_t c, uint8_t state)
     S->ch[c].state = state;
     S->ch[c].broken = false;
     S->resident--;
+    memory_changed();
 }
 
 /* Unmaps a cached chunk with no copy in flight and puts its block in the
@@ -590,11 +620,12 @@ static lms_status_t after_last_use(uint64_t mask)
 }
 
 /* Starts evicting the run [first, first + *n) of evictable chunks, all
- * clean or all dirty; when the host pool has slots for only some of a dirty
- * run, or a copy fails after others were queued, the first of them (*n says
- * how many). On failure nothing changed. */
-static lms_status_t evict_run(size_t first, size_t *np)
+ * clean or all dirty, for `by`; when the host pool has slots for only some
+ * of a dirty run, or a copy fails after others were queued, the first of
+ * them (*n says how many). On failure nothing changed. */
+static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
 {
+    uint64_t decided = timeline_on ? base_now_ns() : 0;
     size_t n = *np;
     bool clean = S->ch[first].clean;
     uint64_t mask = 0;
@@ -648,6 +679,10 @@ static lms_status_t evict_run(size_t first, size_t *np)
     } else {
         S->stats.evictions += n;
         S->stats.bytes_d2h += n * S->chunk;
+    }
+    if (timeline_on) {
+        timeline_evict(decided, n, n * S->chunk, !clean, by);
+        memory_changed();
     }
     return LMS_OK;
 }
@@ -718,9 +753,9 @@ static bool by_schedule(void) { return S->policy != NULL && policy_following(S->
  * (neighbours go along when the schedule would evict them as soon: the
  * `want`-th victim's rank or better), but not, when ahead (evicting ahead
  * of need: the reclaim thread), chunks fetched ahead and not yet used: a
- * prefetch and a reclaim must not take turns on a chunk. The number
- * started; *st says why an eviction failed. */
-static size_t evict_ranked(size_t n, size_t want, bool ahead, lms_status_t *st)
+ * prefetch and a reclaim must not take turns on a chunk. `by` is who asks
+ * (for the timeline). The number started; *st says why an eviction failed. */
+static size_t evict_ranked(size_t n, size_t want, bool ahead, timeline_by_t by, lms_status_t *st)
 {
     size_t started = 0;
     *st = LMS_OK;
@@ -730,7 +765,7 @@ static size_t evict_ranked(size_t n, size_t want, bool ahead, lms_status_t *st)
         if (!evictable(c) || (ahead && S->ch[c].prefetched)) /* gone with an earlier run */
             continue;
         run_around(c, want - started, min_key > 0 ? min_key : 1, &first, &run);
-        if ((*st = evict_run(first, &run)) != LMS_OK)
+        if ((*st = evict_run(first, &run, by)) != LMS_OK)
             break;
         started += run;
     }
@@ -741,15 +776,15 @@ static size_t evict_ranked(size_t n, size_t want, bool ahead, lms_status_t *st)
  * ahead while it is followed (with `ahead`, not those fetched ahead and
  * unused), else the least recently used. The number started, 0 if nothing
  * is evictable; *st says why an eviction failed. */
-static size_t evict_some(size_t want, bool ahead, lms_status_t *st)
+static size_t evict_some(size_t want, bool ahead, timeline_by_t by, lms_status_t *st)
 {
     size_t started = 0;
     *st = LMS_OK;
     if (by_schedule()) {
-        started = evict_ranked(rank_victims(), want, ahead, st);
+        started = evict_ranked(rank_victims(), want, ahead, by, st);
         if (started < want && *st == LMS_OK) { /* what became evictable since the ranking */
             S->ranked_n = 0;
-            started += evict_ranked(rank_victims(), want - started, ahead, st);
+            started += evict_ranked(rank_victims(), want - started, ahead, by, st);
         }
         return started;
     }
@@ -759,7 +794,7 @@ static size_t evict_some(size_t want, bool ahead, lms_status_t *st)
         if (evictable(c)) {
             size_t first, n;
             run_around(c, want - started, 0, &first, &n);
-            if ((*st = evict_run(first, &n)) != LMS_OK)
+            if ((*st = evict_run(first, &n, by)) != LMS_OK)
                 break;
             started += n;
             next = S->lru_head; /* the list changed around c */
@@ -797,7 +832,7 @@ static void *reclaim_main(void *arg)
         size_t have = free_blocks() + S->evicting;
         if (have < reclaim_low()) {
             lms_status_t st;
-            evict_some(reclaim_high() - have, true, &st);
+            evict_some(reclaim_high() - have, true, TIMELINE_BY_RECLAIM, &st);
             if (st != LMS_OK)
                 base_log(BASE_LOG_DEBUG, "lms reclaim: %s", lms_last_error());
         }
@@ -806,6 +841,8 @@ static void *reclaim_main(void *arg)
         size_t headroom = 2 * S->high * S->chunk;
         if (hu.registered < hu.limit && hu.registered - hu.allocated < headroom)
             (void)hostpool_reserve(S->host, headroom);
+        if (timeline_on)
+            timeline_tick();
         if (S->evicting > 0 && S->xfers[1] != NULL && wait_oldest(SIZE_MAX) == LMS_OK)
             continue;
         struct timespec until;
@@ -979,13 +1016,16 @@ void resid_dead(alloc_chunks_t dead)
 void resid_free_event(alloc_chunks_t gone)
 {
     if (S->policy != NULL && gone.n > 0 &&
-        policy_access(S->policy, gone.first, gone.n, POLICY_FREE, base_now_ns()) != LMS_OK)
+        report(gone.first, gone.n, POLICY_FREE, base_now_ns()) != LMS_OK)
         base_log(BASE_LOG_DEBUG, "lms: policy: %s", lms_last_error());
 }
 
 lms_status_t resid_mark_iteration(void)
 {
-    return S->policy != NULL ? policy_mark_iteration(S->policy) : LMS_OK;
+    lms_status_t st = S->policy != NULL ? policy_mark_iteration(S->policy) : LMS_OK;
+    if (timeline_on && st == LMS_OK)
+        timeline_iteration();
+    return st;
 }
 
 /* ---- access ---------------------------------------------------------------------- */
@@ -1023,6 +1063,8 @@ static void unmap_unused(size_t c, uint8_t was)
         k->xfer = x;
         S->stats.fetches++;
         S->stats.bytes_h2d += S->chunk;
+        if (timeline_on)
+            timeline_fetch(base_now_ns(), false, 1, S->chunk);
     }
     if (st != LMS_OK) {
         k->broken = true;
@@ -1164,7 +1206,7 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
         size_t want = need - have, started = 0;
         lms_status_t est = LMS_OK;
         if (S->evicting < want)
-            started = evict_some(want - S->evicting, false, &est);
+            started = evict_some(want - S->evicting, false, TIMELINE_BY_DIRECT, &est);
         /* a copy in flight frees a block, or leaves a chunk evictable (a
          * fetched one, or one touched while it was being evicted) */
         if (started > 0 || S->xfers[0] != NULL || S->xfers[1] != NULL) {
@@ -1201,8 +1243,12 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
         st = no_room(op, want);
         break;
     }
-    if (t0 != 0)
-        S->stats.stall_ns += base_now_ns() - t0;
+    if (t0 != 0) { /* a stall: see the timeline's stall spans */
+        uint64_t t1 = base_now_ns();
+        S->stats.stall_ns += t1 - t0;
+        if (timeline_on)
+            timeline_stall(t0, t1);
+    }
     return st;
 }
 
@@ -1254,13 +1300,15 @@ static lms_status_t fetch_piece(const uint32_t *u, size_t i, size_t j, xfer_t **
 }
 
 /* Maps and fetches what the unique, sorted chunks u[0..n) need (with
- * `partial` > 0: that many of them, chosen by takes_block); *brought says
- * how many it mapped. Access is set and the copies in queued a piece at a
- * time, so that the copy of one piece runs while the next is made
- * accessible (Note [Pipelined swaps]). On failure it undoes the maps whose
- * chunks no copy fills. */
-static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, size_t *brought)
+ * `partial` > 0: that many of them, chosen by takes_block), on demand or
+ * (ahead) as a prefetch; *brought says how many it mapped. Access is set
+ * and the copies in queued a piece at a time, so that the copy of one piece
+ * runs while the next is made accessible (Note [Pipelined swaps]). On
+ * failure it undoes the maps whose chunks no copy fills. */
+static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, bool ahead,
+                             size_t *brought)
 {
+    uint64_t decided = timeline_on ? base_now_ns() : 0;
     *brought = 0;
     size_t to_map = 0;
     for (size_t i = 0; i < n; i++)
@@ -1318,13 +1366,14 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
         xfer_start(x, first_fetch, last_fetch + 1 - first_fetch, false);
     else
         xfer_discard(x);
-    size_t kept = 0;
+    size_t kept = 0, fetched = 0;
     for (size_t i = 0; i < mapped; i++) {
         size_t c = u[i];
         chunk_t *k = &S->ch[c];
         if (!(k->acc & 4))
             continue;
         if (k->acc & 8) {
+            fetched++;
             k->state = FETCHING;
             k->xfer = x;
             k->clean = false;
@@ -1351,6 +1400,8 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
         }
         k->acc &= (uint8_t)~(4 | 8 | ACCESSIBLE);
     }
+    if (timeline_on && fetched > 0)
+        timeline_fetch(decided, ahead, fetched, fetched * S->chunk);
     *brought = kept;
     return st;
 }
@@ -1391,7 +1442,7 @@ static void report_access(const uint32_t *u, size_t n)
         size_t j = i + 1;
         while (j < n && u[j] == u[j - 1] + 1 && (bool)(S->ch[u[j]].acc & NEED_DATA) == use)
             j++;
-        if (policy_access(S->policy, u[i], j - i, use ? POLICY_USE : POLICY_OVERWRITE, now) !=
+        if (report(u[i], j - i, use ? POLICY_USE : POLICY_OVERWRITE, now) !=
             LMS_OK) {
             base_log(BASE_LOG_DEBUG, "lms: policy: %s", lms_last_error());
             return;
@@ -1459,7 +1510,7 @@ static void prefetch(void)
         evict = r + 1 > evict ? r + 1 : evict;
     }
     if (evict > 0) /* ranked[0 .. evict): MIN's, for these and the demands before them */
-        evict_ranked(m, evict, true, &st);
+        evict_ranked(m, evict, true, TIMELINE_BY_PREFETCH, &st);
     size_t now = ok < n ? ok : n;
     now = now < unmapped_blocks() ? now : unmapped_blocks(); /* the rest once evicted */
     if (now > 0) {
@@ -1472,7 +1523,7 @@ static void prefetch(void)
         }
         qsort(S->fetch_list, now, sizeof *S->fetch_list, cmp_u32);
         size_t brought;
-        lms_status_t bst = bring_in(S->fetch_list, now, 0, false, &brought);
+        lms_status_t bst = bring_in(S->fetch_list, now, 0, false, true, &brought);
         for (size_t i = 0; i < now; i++)
             S->ch[S->fetch_list[i]].prefetched = S->ch[S->fetch_list[i]].state == FETCHING;
         st = st != LMS_OK ? st : bst;
@@ -1555,7 +1606,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
             LMS_OK)
             return st;
         mark_needs(r, n, pin, partial > 0 && !early);
-        if ((st = bring_in(u, nu, partial, early, &brought)) != LMS_OK)
+        if ((st = bring_in(u, nu, partial, early, false, &brought)) != LMS_OK)
             return st;
     }
     /* wait for copies into the chunks, and for one out of a chunk about to

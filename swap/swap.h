@@ -38,6 +38,8 @@ typedef struct swap_config {
     bool stats_at_exit;     /* LMS_STATS=1 */
     bool policy_lru;        /* LMS_POLICY=lru: evict the least recently used, never
                                follow a schedule, never prefetch */
+    const char *trace_path; /* LMS_TRACE: the file of the timeline (docs/timeline-format.md),
+                               truncated at init; NULL or "": none */
 } swap_config_t;
 
 /* Fills cfg from the LMS_* options. */

@@ -1,9 +1,11 @@
 /*
  * tests/device/test_device.c — the device contract (device.h), on whichever
- * backend the run is for: mapping, streams, events, copies, kernels, capacity,
- * and every kind of bad input. Registered for sim and gpu.
+ * backend the run is for: mapping, streams, events, the observer of device
+ * work, copies, kernels, capacity, and every kind of bad input. Registered
+ * for sim and gpu.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +235,104 @@ Test(device, destroying_a_stream_lets_its_queued_work_finish)
     for (int i = 0; i < 200 && !atomic_load(&f.value); i++)
         usleep(10000);
     cr_assert_eq(atomic_load(&f.value), 1);
+}
+
+/* ---- the observer ---- */
+
+typedef struct seen {
+    pthread_mutex_t lock;
+    dev_work_t work[32];
+    int n;
+} seen_t;
+
+static void record_work(void *ctx, const dev_work_t *w)
+{
+    seen_t *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    if (s->n < 32)
+        s->work[s->n] = *w;
+    s->n++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int seen_count(seen_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int n = s->n;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+static void nothing(void *arg) { (void)arg; }
+
+Test(device, an_observer_is_told_of_each_copy_and_kernel_once_it_has_run)
+{
+    if (!dev->info.has_kernels)
+        cr_skip_test("the test kernels are not built (no nvcc)");
+    size_t g = dev->info.granularity;
+    test_run_t run = test_run_map(dev, 2);
+    unsigned char *host = host_alloc(g);
+    memset(host, 1, g);
+    TEST_OK(dev_host_register(dev, host, g));
+    dev_stream_t *a, *b;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_HIGH, &a));
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &b));
+    static seen_t seen = {PTHREAD_MUTEX_INITIALIZER};
+    uint64_t before = base_now_ns(), sum = 0;
+    TEST_OK(dev_set_observer(dev, record_work, &seen));
+    /* a: copy in, fill, copy out; b: a copy on the device, a host function, kernels */
+    TEST_OK(dev_copy_h2d(dev, a, run.base, host, g));
+    TEST_OK(dev_fill(dev, a, run.base + g, g, 5));
+    TEST_OK(dev_copy_d2h(dev, a, host, run.base + g, g));
+    TEST_OK(dev_copy_d2d(dev, b, run.base + g - 8192, run.base + g, 4096));
+    TEST_OK(dev_host_func(dev, b, nothing, NULL));
+    TEST_OK(dev_checksum(dev, b, run.base + g, 4096, &sum));
+    TEST_OK(dev_axpy(dev, b, 16, 2.f, run.base + g, run.base + g + 64));
+    TEST_OK(dev_stream_synchronize(dev, a));
+    TEST_OK(dev_stream_synchronize(dev, b));
+    uint64_t after = base_now_ns();
+    cr_assert_eq(seen_count(&seen), 7, "once its stream is synchronized, work has been reported");
+
+    static const struct {
+        int stream; /* 0: a, 1: b */
+        dev_work_kind_t kind;
+        const char *name;
+        size_t bytes;
+    } want[] = {{0, DEV_WORK_H2D, "copy_h2d", 0}, {0, DEV_WORK_COMPUTE, "fill", 0},
+                {0, DEV_WORK_D2H, "copy_d2h", 0}, {1, DEV_WORK_D2D, "copy_d2d", 4096},
+                {1, DEV_WORK_COMPUTE, "host_func", 0}, {1, DEV_WORK_COMPUTE, "checksum", 0},
+                {1, DEV_WORK_COMPUTE, "axpy", 0}};
+    /* the sim reads the host's clock around the work; a GPU's event times are
+     * mapped onto it within a synchronize's latency */
+    uint64_t slack = test_is_sim(dev) ? 0 : 1000000;
+    size_t next[2] = {0, 3};
+    uint64_t last_end[2] = {0, 0};
+    for (int i = 0; i < 7; i++) {
+        const dev_work_t *w = &seen.work[i];
+        int st = w->stream == a ? 0 : w->stream == b ? 1 : -1;
+        cr_assert_neq(st, -1, "work %d (%s) names a stream as the caller named it", i, w->name);
+        size_t k = next[st]++;
+        cr_assert(k < (st == 0 ? 3u : 7u), "more work on stream %d than was enqueued", st);
+        size_t bytes = want[k].bytes != 0 ? want[k].bytes : want[k].kind == DEV_WORK_COMPUTE ? 0 : g;
+        cr_assert(w->kind == want[k].kind && strcmp(w->name, want[k].name) == 0 &&
+                      w->bytes == bytes,
+                  "work %d: %s of %zu bytes, expected %s of %zu (each stream's in its order)", i,
+                  w->name, w->bytes, want[k].name, bytes);
+        cr_assert(w->start_ns <= w->end_ns && w->start_ns + slack >= before &&
+                      w->end_ns <= after + slack,
+                  "%s ran within the test, from start to end", w->name);
+        cr_assert_geq(w->start_ns + slack / 1000, last_end[st], "%s started after the work "
+                      "before it on its stream ended", w->name);
+        last_end[st] = w->end_ns;
+    }
+    /* without an observer, nothing more is told */
+    TEST_OK(dev_set_observer(dev, NULL, NULL));
+    TEST_OK(dev_fill(dev, a, run.base, g, 6));
+    TEST_OK(dev_stream_synchronize(dev, a));
+    cr_assert_eq(seen_count(&seen), 7);
+    TEST_OK(dev_host_unregister(dev, host));
+    test_run_unmap(dev, &run);
+    free(host);
 }
 
 /* ---- copies ---- */

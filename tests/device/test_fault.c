@@ -9,6 +9,7 @@
  * (mapped half a run, kept a block) shows up as the retry's LMS_ERR_INVALID or
  * as memory missing at the end.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,12 @@ typedef struct scenario {
 
 static void mark_ran(void *p) { ++*(int *)p; }
 
+static void count_work(void *ctx, const dev_work_t *w)
+{
+    (void)w;
+    atomic_fetch_add((atomic_int *)ctx, 1);
+}
+
 static void run_scenario(scenario_t *sc)
 {
     dev_device_t *dev = sc->dev;
@@ -65,6 +72,9 @@ static void run_scenario(scenario_t *sc)
     RETRY(sc, dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s2));
     RETRY(sc, dev_stream_adopt(dev, 0x1 /* CU_STREAM_LEGACY */, &s3));
     RETRY(sc, dev_event_create(dev, &e));
+    static atomic_int reported;
+    atomic_store(&reported, 0);
+    RETRY(sc, dev_set_observer(dev, count_work, &reported));
 
     /* s1: upload, then a kernel; s2 waits for s1 and reads back */
     uint64_t sum = 0;
@@ -91,6 +101,9 @@ static void run_scenario(scenario_t *sc)
     RETRY(sc, dev_stream_synchronize(dev, s2));
     RETRY(sc, dev_stream_synchronize(dev, s3));
     cr_assert_eq(ran, 1, "the host function ran once");
+    RETRY(sc, dev_set_observer(dev, NULL, NULL)); /* returns once all was reported */
+    cr_assert_eq(atomic_load(&reported), 9, "each piece of work that was enqueued was reported "
+                                            "once, and none that failed");
 
     cr_assert(memcmp(host, host + n, n) == 0, "the data made the round trip intact");
     cr_assert_eq(sum, dev_checksum_ref(host, n));

@@ -1,13 +1,16 @@
 /*
  * tests/device/test_sim.c — what only the sim backend can show: a touch of
  * unmapped memory faults (on a GPU it kills the context, so it cannot be a
- * test there), link throttling is exact enough to make overlap real, and bad
- * sim settings are refused.
+ * test there), link throttling is exact enough to make overlap real (and an
+ * observer sees a throttled copy in its slot on the link), replacing the
+ * observer waits for its calls in progress, and bad sim settings are refused.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +162,110 @@ Test(sim, the_two_directions_overlap_and_one_direction_is_shared)
               both, one);
     cr_assert(same > 1.8 * one, "two H2D copies took %.1f ms; they share one link (%.1f ms each)",
               same, one);
+    dev_close(dev);
+}
+
+typedef struct spans {
+    pthread_mutex_t lock;
+    dev_work_t work[8];
+    int n;
+    atomic_int entered, left; /* slow_observer's calls begun and ended */
+} spans_t;
+
+static void record_span(void *ctx, const dev_work_t *w)
+{
+    spans_t *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    if (s->n < 8)
+        s->work[s->n++] = *w;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Two H2D copies of n bytes on streams a and b, observed: how much longer
+ * than its slot the longer one's span was, in ns, and how far the second
+ * started before the first ended (0 if not). Every span is at least its slot. */
+static void observe_two_h2d(dev_device_t *dev, dev_stream_t *a, dev_stream_t *b, dev_addr_t d,
+                            void *h, size_t n, uint64_t slot, uint64_t *over, uint64_t *overlap)
+{
+    static spans_t seen = {PTHREAD_MUTEX_INITIALIZER};
+    seen.n = 0;
+    TEST_OK(dev_set_observer(dev, record_span, &seen));
+    two_h2d(dev, a, b, d, h, n);
+    TEST_OK(dev_stream_synchronize(dev, a));
+    TEST_OK(dev_stream_synchronize(dev, b));
+    TEST_OK(dev_set_observer(dev, NULL, NULL));
+    cr_assert_eq(seen.n, 2);
+    const dev_work_t *first = &seen.work[0], *second = &seen.work[1];
+    if (first->start_ns > second->start_ns)
+        first = &seen.work[1], second = &seen.work[0];
+    *over = 0;
+    for (int i = 0; i < 2; i++) {
+        uint64_t took = seen.work[i].end_ns - seen.work[i].start_ns;
+        cr_assert_geq(took, slot, "a copy's span (%.2f ms) is at least its slot (%.2f ms)",
+                      (double)took / 1e6, (double)slot / 1e6);
+        if (took - slot > *over)
+            *over = took - slot;
+    }
+    *overlap = second->start_ns < first->end_ns ? first->end_ns - second->start_ns : 0;
+}
+
+Test(sim, copies_sharing_a_link_are_observed_in_their_slots_one_after_the_other)
+{
+    dev_device_t *dev = open_sim(0.25, 0.25);
+    size_t n = 4 * BASE_MiB;
+    uint64_t slot = (uint64_t)((double)n / 0.25); /* ns: 16.8 ms */
+    test_run_t run = test_run_map(dev, 2 * n / dev->info.granularity);
+    void *h = aligned_alloc(4096, 2 * n);
+    cr_assert_not_null(h);
+    memset(h, 3, 2 * n);
+    TEST_OK(dev_host_register(dev, h, 2 * n));
+    dev_stream_t *a, *b;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_HIGH, &a));
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_HIGH, &b));
+    /* the best of 5: a loaded host may run a memmove past its slot */
+    uint64_t best_over = UINT64_MAX, best_overlap = UINT64_MAX;
+    for (int rep = 0; rep < 5; rep++) {
+        uint64_t over, overlap;
+        observe_two_h2d(dev, a, b, run.base, h, n, slot, &over, &overlap);
+        best_over = over < best_over ? over : best_over;
+        best_overlap = overlap < best_overlap ? overlap : best_overlap;
+    }
+    cr_assert_leq(best_over, slot / 5, "a copy's span is its slot on the link, %.2f ms; it was "
+                  "%.2f ms longer", (double)slot / 1e6, (double)best_over / 1e6);
+    cr_assert_eq(best_overlap, 0, "the second copy's span starts when the first's slot ends, not "
+                 "when its stream reached it (%.2f ms before)", (double)best_overlap / 1e6);
+    TEST_OK(dev_host_unregister(dev, h));
+    test_run_unmap(dev, &run);
+    free(h);
+    dev_close(dev);
+}
+
+static void do_nothing(void *arg) { (void)arg; }
+
+static void slow_observer(void *ctx, const dev_work_t *w)
+{
+    spans_t *s = ctx;
+    (void)w;
+    atomic_fetch_add(&s->entered, 1);
+    usleep(100000);
+    atomic_fetch_add(&s->left, 1);
+}
+
+Test(sim, replacing_the_observer_waits_for_its_calls_in_progress)
+{
+    dev_device_t *dev = open_sim(0, 0);
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    static spans_t calls;
+    TEST_OK(dev_set_observer(dev, slow_observer, &calls));
+    TEST_OK(dev_host_func(dev, s, do_nothing, NULL));
+    while (atomic_load(&calls.entered) == 0)
+        usleep(1000);
+    TEST_OK(dev_set_observer(dev, NULL, NULL));
+    cr_assert_eq(atomic_load(&calls.left), 1, "set_observer returned while its call was running");
+    TEST_OK(dev_host_func(dev, s, do_nothing, NULL));
+    TEST_OK(dev_stream_synchronize(dev, s));
+    cr_assert_eq(atomic_load(&calls.entered), 1, "no call after the observer was removed");
     dev_close(dev);
 }
 
