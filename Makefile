@@ -1,6 +1,9 @@
 # lms — the commands a person types. CMake does the building, into build/.
 #
-#   make demo      install what is missing, build, run the demo (lms-info for now)
+#   make demo      install what is missing, build, and train a model 4x the
+#                  simulated device (bench/train) over a PCIe-like link, with a
+#                  timeline (build/demo/timeline.json) and its report
+#                  (build/demo/report.html)
 #   make test      install what is missing, build, run the tests (sim backend),
 #                  then again under AddressSanitizer + UBSan (build/asan)
 #   make test-gpu  the same suites on the cuda backend (label gpu); each skips,
@@ -46,8 +49,20 @@ build: jemalloc
 		{ cat $(BUILD)/configure.log; exit 1; }
 	@cmake --build $(BUILD) -j$(JOBS)
 
+DEMO := $(BUILD)/demo
+
+# LMS_BACKEND=cuda make demo runs it on a GPU (the link is then the card's).
 demo: build
+	@mkdir -p $(DEMO)
 	$(BUILD)/lms-info
+	LMS_BACKEND=$${LMS_BACKEND:-sim} LMS_TRACE=$(DEMO)/timeline.json \
+		$(BUILD)/bench/train --oversub 4 --link-ratio 60 >$(DEMO)/train.jsonl
+	@grep '"oversub"' $(DEMO)/train.jsonl
+	@$(BUILD)/lms-report $(DEMO)/timeline.json -o $(DEMO)/report.html >/dev/null
+	@echo
+	@echo "timeline of the 4x run: $(abspath $(DEMO))/timeline.json (open it in https://ui.perfetto.dev)"
+	@echo "its report:             $(abspath $(DEMO))/report.html"
+	@echo "every step as JSON:     $(abspath $(DEMO))/train.jsonl"
 
 test: test-sim test-asan
 

@@ -1935,9 +1935,9 @@ static void write_html(FILE *o, const report_t *r, const view_t *v)
               r->has_mem, NULL);
     snprintf(attr, sizeof attr, "%.6f", run > 0 ? stall->busy_us / run : 0);
     snprintf(shown, sizeof shown, "%.1f %%", run > 0 ? 100 * stall->busy_us / run : 0);
-    snprintf(note, sizeof note, "%s with a caller blocked (%llu stalls)",
+    snprintf(note, sizeof note, "%s with a caller waiting in lms for device memory (%llu stalls)",
              fmt_duration(b1, sizeof b1, stall->busy_us), (unsigned long long)stall->count);
-    card(o, "stall-share", attr, shown, "stall share", note, "events");
+    card(o, "stall-share", attr, shown, "stall share (callers)", note, "events");
     snprintf(attr, sizeof attr, "%.6f", run > 0 ? compute->busy_us / run : 0);
     snprintf(shown, sizeof shown, "%.1f %%", run > 0 ? 100 * compute->busy_us / run : 0);
     snprintf(note, sizeof note, "%s with a compute stream busy",
