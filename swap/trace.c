@@ -116,6 +116,17 @@ static void flush(void)
     T.flushed_ns = base_now_ns();
 }
 
+/* Closes the file and frees the buffers (the lock held, or no other thread). */
+static void release(void)
+{
+    close(T.fd);
+    base_meta_free(T.buf);
+    base_meta_free(T.tracks);
+    T.buf = NULL;
+    T.tracks = NULL;
+    T.open = false;
+}
+
 static void append(const char *text, size_t n)
 {
     if (!T.open || T.broken)
@@ -434,12 +445,7 @@ void timeline_finish(const lms_stats_t *st)
     if (len > 0 && (size_t)len < sizeof other)
         append(other, (size_t)len);
     flush();
-    close(T.fd);
-    base_meta_free(T.buf);
-    base_meta_free(T.tracks);
-    T.buf = NULL;
-    T.tracks = NULL;
-    T.open = false;
+    release();
     pthread_mutex_unlock(&timeline_lock);
     timeline_on = false;
 }
@@ -448,14 +454,8 @@ void timeline_forget(void)
 {
     /* single-threaded now: the lock may have been held by a thread the fork left behind */
     pthread_mutex_init(&timeline_lock, NULL);
-    if (T.open) {
-        close(T.fd);
-        base_meta_free(T.buf);
-        base_meta_free(T.tracks);
-    }
-    T.buf = NULL;
-    T.tracks = NULL;
-    T.open = false;
+    if (T.open)
+        release();
     T.len = 0;
     timeline_on = false;
 }

@@ -108,3 +108,25 @@ void *test_gate_open_later(void *unused)
     test_gate_open();
     return NULL;
 }
+
+lms_stats_t test_stats(void)
+{
+    lms_stats_t st;
+    lms_status_t status = lms_stats(&st);
+    cr_assert_eq(status, LMS_OK, "lms_stats: %s", lms_last_error());
+    return st;
+}
+
+lms_stats_t test_settled_stats(void)
+{
+    lms_status_t status = lms_stream_synchronize(NULL);
+    cr_assert_eq(status, LMS_OK, "lms_stream_synchronize: %s", lms_last_error());
+    lms_stats_t a = test_stats(), b;
+    for (int same = 0, i = 0; same < 3 && i < 200; i++) {
+        usleep(20000);
+        b = test_stats();
+        same = memcmp(&a, &b, sizeof a) == 0 ? same + 1 : 0;
+        a = b;
+    }
+    return a;
+}

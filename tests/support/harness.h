@@ -59,6 +59,14 @@ bool test_gate_is_open(void);
 void test_gate_wait(void *unused);
 void *test_gate_open_later(void *unused);
 
+/* lms_stats(), asserted to succeed. */
+lms_stats_t test_stats(void);
+
+/* The stats once lms is idle: the default stream drained and the reclaim
+ * thread done (three samples 20 ms apart that agree, within 4 s), as
+ * lms_shutdown will find them. */
+lms_stats_t test_settled_stats(void);
+
 /* Asserts status == LMS_OK, printing lms_last_error() if not. */
 #define TEST_OK(expr)                                                                       \
     do {                                                                                    \

@@ -166,28 +166,6 @@ static uint64_t fill_sum(size_t n, uint64_t seed)
                  "%s (%p, %zu bytes) holds what seed %llu wrote", #p, (void *)(p),          \
                  (size_t)(n), (unsigned long long)(seed))
 
-static lms_stats_t stats(void)
-{
-    lms_stats_t st;
-    TEST_OK(lms_stats(&st));
-    return st;
-}
-
-/* The stats once lms is idle: the default stream drained and the reclaim
- * thread done (three samples 20 ms apart that agree). */
-static lms_stats_t settled(void)
-{
-    TEST_OK(lms_stream_synchronize(NULL));
-    lms_stats_t a = stats(), b;
-    for (int same = 0, i = 0; same < 3 && i < 200; i++) {
-        usleep(20000);
-        b = stats();
-        same = memcmp(&a, &b, sizeof a) == 0 ? same + 1 : 0;
-        a = b;
-    }
-    return a;
-}
-
 /* What holds whatever the state: byte counts are whole chunks, residency
  * stays within the limits. */
 static void check_invariants(const lms_stats_t *st)
@@ -227,7 +205,7 @@ static void free_all(void **p, size_t n)
  * the room swapping needs to turn (the reclaim high watermark; lms.h). */
 static size_t room_chunks(void)
 {
-    lms_stats_t st = stats();
+    lms_stats_t st = test_stats();
     return (st.device_limit + st.host_limit) / chunk - HIGH_CHUNKS;
 }
 
@@ -260,7 +238,7 @@ Test(swap, four_times_the_device_limit_is_written_then_read_back_correct)
         p[i] = must_malloc(n[i]);
         fill(p[i], n[i], 1000 + (uint64_t)i);
     }
-    lms_stats_t st = stats();
+    lms_stats_t st = test_stats();
     cr_assert_geq(st.allocated_bytes, 4 * st.device_limit, "allocated %llu bytes",
                   (unsigned long long)st.allocated_bytes);
     /* read back everything, in order, then in reverse order on another stream */
@@ -280,7 +258,7 @@ Test(swap, four_times_the_device_limit_is_written_then_read_back_correct)
         cr_assert_eq(got[1][i], want, "allocation %d (%zu bytes) read back wrong on another stream",
                      i, n[i]);
     }
-    st = stats();
+    st = test_stats();
     check_invariants(&st);
     cr_assert_gt(st.evictions, 0);
     cr_assert_gt(st.fetches, 0);
@@ -385,22 +363,22 @@ Test(swap, overwrite_does_not_fetch_but_read_and_write_do)
 {
     size_t n = 2 * LIMIT_CHUNKS;
     void **p = chunks_filled(n, 0);
-    lms_stats_t before = settled();
+    lms_stats_t before = test_settled_stats();
     /* at least n - LIMIT_CHUNKS of them are on the host now, whatever the policy */
     for (size_t i = 0; i < n; i++)
         fill(p[i], chunk, 100 + i);
-    lms_stats_t after = settled();
+    lms_stats_t after = test_settled_stats();
     cr_assert_eq(after.bytes_h2d, before.bytes_h2d, "LMS_OVERWRITE fetched %llu bytes",
                  (unsigned long long)(after.bytes_h2d - before.bytes_h2d));
     cr_assert_eq(after.fetches, before.fetches);
     for (size_t i = 0; i < n; i++)
         EXPECT_FILLED(p[i], chunk, 100 + i);
-    lms_stats_t read = settled();
+    lms_stats_t read = test_settled_stats();
     cr_assert_geq(read.fetches - after.fetches, n - LIMIT_CHUNKS, "LMS_READ fetched %llu chunks",
                   (unsigned long long)(read.fetches - after.fetches));
     for (size_t i = 0; i < n; i++)
         fill_on(p[i], chunk, 200 + i, LMS_WRITE, NULL);
-    lms_stats_t write = settled();
+    lms_stats_t write = test_settled_stats();
     cr_assert_geq(write.fetches - read.fetches, n - LIMIT_CHUNKS,
                   "LMS_WRITE must fetch what it does not hold: %llu chunks",
                   (unsigned long long)(write.fetches - read.fetches));
@@ -448,12 +426,12 @@ Test(swap, a_chunk_read_after_eviction_and_evicted_again_unchanged_is_a_clean_dr
     fill(a, chunk, 1);                 /* C out (copied: it was written) */
     uint64_t sum = read_sum(c, chunk); /* A out (copied), C in: C is clean now */
     cr_assert_eq(sum, fill_sum(chunk, 3));
-    lms_stats_t s0 = settled();
+    lms_stats_t s0 = test_settled_stats();
     cr_assert_eq(s0.pinned_bytes, (LIMIT_CHUNKS - 1) * chunk);
     /* From here on nothing unpinned on the device differs from its host copy */
     EXPECT_FILLED(a, chunk, 1); /* C dropped, A fetched: A is clean */
     EXPECT_FILLED(c, chunk, 3); /* A dropped: read after eviction, evicted unchanged */
-    lms_stats_t s2 = settled();
+    lms_stats_t s2 = test_settled_stats();
     cr_assert_eq(s2.bytes_d2h, s0.bytes_d2h, "clean chunks were copied out: %llu bytes",
                  (unsigned long long)(s2.bytes_d2h - s0.bytes_d2h));
     cr_assert_eq(s2.evictions, s0.evictions);
@@ -473,11 +451,11 @@ Test(swap, rereading_a_working_set_twice_the_device_copies_out_each_written_chun
      * of data only read is a clean drop */
     size_t n = 2 * LIMIT_CHUNKS;
     void **p = chunks_filled(n, 30);
-    lms_stats_t s0 = settled();
+    lms_stats_t s0 = test_settled_stats();
     for (int round = 0; round < 3; round++)
         for (size_t i = 0; i < n; i++)
             EXPECT_FILLED(p[i], chunk, 30 + i);
-    lms_stats_t s1 = settled();
+    lms_stats_t s1 = test_settled_stats();
     uint64_t dropped = s1.clean_drops - s0.clean_drops, copied = s1.evictions - s0.evictions;
     cr_assert_leq(copied, LIMIT_CHUNKS, "%llu chunks copied out while only reading",
                   (unsigned long long)copied);
@@ -521,7 +499,7 @@ Test(swap, pinned_memory_stays_resident_while_other_memory_swaps)
     void *pinned = must_malloc(2 * chunk);
     fill(pinned, 2 * chunk, 7);
     TEST_OK(lms_pin(pinned, 2 * chunk));
-    lms_stats_t st = stats();
+    lms_stats_t st = test_stats();
     cr_assert_eq(st.pinned_bytes, 2 * chunk);
     cr_assert_geq(st.resident_bytes, 2 * chunk);
     void **other = chunks_filled(3 * LIMIT_CHUNKS, 100);
@@ -539,9 +517,9 @@ Test(swap, pinned_memory_stays_resident_while_other_memory_swaps)
     /* pins nest */
     TEST_OK(lms_pin(pinned, 2 * chunk));
     TEST_OK(lms_unpin(pinned, 2 * chunk));
-    cr_assert_eq(stats().pinned_bytes, 2 * chunk, "one pin is left");
+    cr_assert_eq(test_stats().pinned_bytes, 2 * chunk, "one pin is left");
     TEST_OK(lms_unpin(pinned, 2 * chunk));
-    cr_assert_eq(stats().pinned_bytes, 0);
+    cr_assert_eq(test_stats().pinned_bytes, 0);
     TEST_FAILS(LMS_ERR_INVALID, lms_unpin(pinned, 2 * chunk));
     /* unpinned, it swaps like the rest and keeps its data */
     free_all(other, 3 * LIMIT_CHUNKS);
@@ -554,7 +532,7 @@ Test(swap, pinned_memory_stays_resident_while_other_memory_swaps)
     /* a small allocation pins its whole chunk */
     void *small = must_malloc(1000);
     TEST_OK(lms_pin(small, 1000));
-    cr_assert_eq(stats().pinned_bytes, chunk);
+    cr_assert_eq(test_stats().pinned_bytes, chunk);
     TEST_OK(lms_unpin(small, 1000));
     free_all(other, 2 * LIMIT_CHUNKS);
     TEST_OK(lms_stream_destroy(s));
@@ -567,14 +545,14 @@ Test(swap, when_everything_is_pinned_an_access_elsewhere_fails_with_out_of_memor
     void **x = chunks_filled(LIMIT_CHUNKS, 20);
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         TEST_OK(lms_pin(x[i], chunk));
-    lms_stats_t s0 = stats();
+    lms_stats_t s0 = test_stats();
     cr_assert_eq(s0.pinned_bytes, s0.device_limit);
     TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access(y, chunk, LMS_READ, NULL));
     TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access(y, 100, LMS_OVERWRITE, NULL));
     TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_pin(y, chunk));
     void *z = must_malloc(chunk); /* allocating needs no device memory */
     TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access(z, chunk, LMS_OVERWRITE, NULL));
-    lms_stats_t s1 = stats();
+    lms_stats_t s1 = test_stats();
     cr_assert_eq(s1.ooms - s0.ooms, 4);
     cr_assert_eq(s1.pinned_bytes, s0.pinned_bytes);
     cr_assert_eq(s1.evictions + s1.clean_drops, s0.evictions + s0.clean_drops,
@@ -616,7 +594,7 @@ Test(swap, malloc_beyond_the_device_and_host_limits_fails_with_a_message_and_los
     }
     TEST_OK(lms_memory_info(&free_b, &total));
     cr_assert_eq(free_b, 0);
-    lms_stats_t s0 = stats();
+    lms_stats_t s0 = test_stats();
     cr_assert_eq(s0.allocated_bytes, room_chunks() * chunk);
     void *q = (void *)1;
     TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, 1, NULL));
@@ -625,7 +603,7 @@ Test(swap, malloc_beyond_the_device_and_host_limits_fails_with_a_message_and_los
     cr_assert(strstr(msg, "LMS_DEVICE_LIMIT") != NULL && strstr(msg, "LMS_HOST_LIMIT") != NULL,
               "the message names both settings to raise: %s", msg);
     TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, 5 * chunk, NULL));
-    cr_assert_eq(stats().ooms - s0.ooms, 2);
+    cr_assert_eq(test_stats().ooms - s0.ooms, 2);
     /* everything allocated has somewhere to be, and is intact */
     for (int i = N - 1; i >= 0; i--)
         EXPECT_FILLED(p[i], sizes[i], 60 + (uint64_t)i);
@@ -636,7 +614,7 @@ Test(swap, malloc_beyond_the_device_and_host_limits_fails_with_a_message_and_los
     fill(p[1], chunk, 99);
     for (int i = 0; i < N; i++)
         EXPECT_FILLED(p[i], sizes[i], i == 1 ? 99 : 60 + (uint64_t)i);
-    lms_stats_t st = stats();
+    lms_stats_t st = test_stats();
     check_invariants(&st);
 }
 
@@ -652,7 +630,7 @@ static void access_with_the_host_pool_full(lms_access_mode_t mode)
     void *b = must_malloc(big);
     fill(b, big, 70);
     void **p = chunks_filled(n, 71); /* pushes b out, and fills the host pool */
-    lms_stats_t s0 = settled();
+    lms_stats_t s0 = test_settled_stats();
     cr_assert_eq(s0.resident_bytes + s0.host_bytes, s0.device_limit + s0.host_limit - 2 * chunk,
                  "2 chunks free between the device and the host pool");
     cr_assert_eq(s0.clean_drops, 0);
@@ -665,7 +643,7 @@ static void access_with_the_host_pool_full(lms_access_mode_t mode)
     for (size_t i = n; i-- > 0;)
         EXPECT_FILLED(p[i], chunk, 71 + i);
     EXPECT_FILLED(b, big, mode == LMS_READ ? 70 : 90);
-    lms_stats_t st = settled();
+    lms_stats_t st = test_settled_stats();
     cr_assert_eq(st.ooms, 0);
     check_invariants(&st);
     free_all(p, n);
@@ -700,7 +678,7 @@ Test(swap, a_failed_access_leaves_what_its_early_steps_mapped_evictable)
     fill(a, na, 70);
     TEST_OK(lms_stream_synchronize(NULL));
     TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_access(x, nx, LMS_OVERWRITE, NULL));
-    settled();
+    test_settled_stats();
     /* a fits the device, nothing is pinned, x is not in use: it reads back */
     EXPECT_FILLED(a, na, 70);
 }
@@ -784,7 +762,7 @@ Test(swap, bad_input_to_access_pin_and_unpin_is_rejected_and_changes_nothing)
     TEST_OK(lms_stream_create(&dead));
     TEST_OK(lms_stream_destroy(dead));
     char host[64];
-    lms_stats_t s0 = settled();
+    lms_stats_t s0 = test_settled_stats();
 
     const struct {
         const void *ptr;
@@ -833,7 +811,7 @@ Test(swap, bad_input_to_access_pin_and_unpin_is_rejected_and_changes_nothing)
     TEST_FAILS(LMS_ERR_INVALID, lms_access_many(NULL, 1, NULL));
     TEST_FAILS(LMS_ERR_INVALID, lms_unpin(p, chunk)); /* never pinned */
     TEST_FAILS(LMS_ERR_INVALID, lms_unpin(gone, 100));
-    lms_stats_t s1 = settled();
+    lms_stats_t s1 = test_settled_stats();
     expect_unchanged(&s0, &s1);
 
     TEST_OK(lms_unpin(small, 3000));
@@ -877,7 +855,7 @@ Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
     TEST_OK(lms_access(p[gated], chunk, LMS_OVERWRITE, a));
     TEST_OK(dev_host_func(dev, ds, test_gate_wait, NULL));
     TEST_OK(dev_fill(dev, ds, addr(p[gated]), chunk, gated));
-    lms_stats_t s0 = stats();
+    lms_stats_t s0 = test_stats();
     cr_assert_eq(s0.allocated_bytes, n * chunk);
     cr_assert_gt(s0.host_bytes, 0, "some were evicted");
     TEST_OK(lms_free(p[gated], a)); /* behind the gated kernel */
@@ -897,7 +875,7 @@ Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
         EXPECT_FILLED(p[i], chunk, 100 + i);
     free_all(p, n);
     TEST_OK(lms_stream_synchronize(a));
-    lms_stats_t s1 = settled();
+    lms_stats_t s1 = test_settled_stats();
     cr_assert_eq(s1.pinned_bytes, 0);
     all_room_is_free_again(); /* frees pending on a stream count until released */
     /* small allocations in every state too */
@@ -915,7 +893,7 @@ Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
         for (int i = 0; i < SMALL; i++)
             TEST_OK(lms_free(q[i], NULL));
     }
-    lms_stats_t s2 = settled();
+    lms_stats_t s2 = test_settled_stats();
     check_invariants(&s2);
     all_room_is_free_again();
     TEST_OK(lms_stream_destroy(a));
@@ -1024,7 +1002,7 @@ Test(swap, threads_whose_small_allocations_share_chunks_keep_each_others_data)
         pthread_join(t[i], NULL);
     for (int i = 0; i < T; i++)
         cr_assert_eq(u[i].failure[0], '\0', "%s", u[i].failure);
-    lms_stats_t st = settled();
+    lms_stats_t st = test_settled_stats();
     check_invariants(&st);
     all_room_is_free_again();
 }
@@ -1033,7 +1011,7 @@ Test(swap, threads_whose_small_allocations_share_chunks_keep_each_others_data)
 
 Test(swap, stats_counters_move_as_expected)
 {
-    lms_stats_t st = stats();
+    lms_stats_t st = test_stats();
     cr_assert_eq(st.device_limit, LIMIT_CHUNKS * chunk);
     cr_assert_eq(st.host_limit, HOST_CHUNKS * chunk);
     cr_assert_eq(st.bytes_h2d + st.bytes_d2h + st.evictions + st.clean_drops + st.fetches, 0);
@@ -1041,17 +1019,17 @@ Test(swap, stats_counters_move_as_expected)
     cr_assert_eq(st.allocated_bytes + st.ooms + st.stall_ns + st.prefetch_hits, 0);
 
     void *p = must_malloc(2 * chunk);
-    st = stats();
+    st = test_stats();
     cr_assert_eq(st.allocated_bytes, 2 * chunk);
     cr_assert_eq(st.resident_bytes, 0, "lms_malloc backs nothing");
     fill(p, 2 * chunk, 1);
-    st = stats();
+    st = test_stats();
     cr_assert_eq(st.resident_bytes, 2 * chunk);
     cr_assert_eq(st.peak_resident_bytes, 2 * chunk);
     cr_assert_eq(st.fetches, 0, "a first use fetches nothing");
 
     void **other = chunks_filled(2 * LIMIT_CHUNKS, 10);
-    st = settled();
+    st = test_settled_stats();
     cr_assert_eq(st.allocated_bytes, (2 + 2 * LIMIT_CHUNKS) * chunk);
     /* the reclaim thread keeps a chunk or two free */
     cr_assert_geq(st.peak_resident_bytes, st.device_limit - 2 * chunk);
@@ -1062,13 +1040,13 @@ Test(swap, stats_counters_move_as_expected)
     check_invariants(&st);
 
     EXPECT_FILLED(p, 2 * chunk, 1);
-    lms_stats_t st2 = settled();
+    lms_stats_t st2 = test_settled_stats();
     cr_assert_geq(st2.fetches - st.fetches, 1);
     check_invariants(&st2);
 
     free_all(other, 2 * LIMIT_CHUNKS);
     TEST_OK(lms_free(p, NULL));
-    st = settled();
+    st = test_settled_stats();
     cr_assert_eq(st.allocated_bytes, 0);
     cr_assert_eq(st.host_bytes, 0, "freed chunks keep no host copy");
     cr_assert_geq(st.peak_resident_bytes, st.device_limit - 2 * chunk, "the peak stays");
@@ -1083,7 +1061,7 @@ Test(swap, callers_that_wait_for_an_eviction_count_as_stalls)
     if (strcmp(swap_device()->info.backend, "sim") != 0)
         cr_skip_test("needs the sim's bandwidth limit");
     void **p = chunks_filled(3 * LIMIT_CHUNKS, 1);
-    lms_stats_t st = settled();
+    lms_stats_t st = test_settled_stats();
     cr_assert_gt(st.stall_ns, 0, "no stall while filling 3 x the device over a slow link");
     for (int i = 0; i < 3 * LIMIT_CHUNKS; i++)
         EXPECT_FILLED(p[i], chunk, 1 + (uint64_t)i);
@@ -1131,7 +1109,7 @@ static void *evicted_chunk(uint64_t seed)
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         TEST_OK(lms_unpin(b[i], chunk));
     free_all(b, LIMIT_CHUNKS);
-    settled();
+    test_settled_stats();
     return x;
 }
 
@@ -1145,7 +1123,7 @@ static void fetch_fails_once(dev_op_t op, bool may_recover)
     void *keep = must_malloc(chunk);
     fill(keep, chunk, 9);
     void *x = evicted_chunk(3);
-    lms_stats_t s0 = settled();
+    lms_stats_t s0 = test_settled_stats();
     plan(op, 1, 1, 0, 0);
     dev_device_t *dev = swap_device();
     dev_stream_t *ds = swap_stream(NULL);
@@ -1174,7 +1152,7 @@ static void fetch_fails_once(dev_op_t op, bool may_recover)
         cr_assert(strstr(lms_last_error(), dev_op_name(op)) != NULL,
                   "the message names the failed call: %s", lms_last_error());
         cr_assert_eq(injected, 1);
-        lms_stats_t s1 = settled();
+        lms_stats_t s1 = test_settled_stats();
         cr_assert_eq(s1.pinned_bytes, s0.pinned_bytes);
         cr_assert_eq(s1.allocated_bytes, s0.allocated_bytes);
     }
@@ -1183,7 +1161,7 @@ static void fetch_fails_once(dev_op_t op, bool may_recover)
     no_faults();
     fill(x, chunk, 4);
     EXPECT_FILLED(x, chunk, 4);
-    lms_stats_t end = settled();
+    lms_stats_t end = test_settled_stats();
     check_invariants(&end);
 }
 
@@ -1216,11 +1194,11 @@ Test(swap_faults, a_chunk_that_can_be_neither_unmapped_nor_made_accessible_is_re
     cr_assert_eq(dev_fault_calls(swap_device(), DEV_OP_unmap), 1, "the undo");
     TEST_FAILS(LMS_ERR_DEVICE, lms_access(x, chunk, LMS_OVERWRITE, NULL)); /* still refused */
     cr_assert(strstr(lms_last_error(), "cannot be made usable"), "%s", lms_last_error());
-    settled(); /* nothing evicts it meanwhile (a copy out of it would fault) */
+    test_settled_stats(); /* nothing evicts it meanwhile (a copy out of it would fault) */
     no_faults();
     fill(x, chunk, 8); /* repaired: unmapped, then mapped and made accessible again */
     EXPECT_FILLED(x, chunk, 8);
-    lms_stats_t st = stats();
+    lms_stats_t st = test_stats();
     check_invariants(&st);
 }
 
@@ -1278,7 +1256,7 @@ Test(swap_faults, a_copy_whose_end_cannot_be_known_is_neither_used_nor_unmapped_
     }
     for (int i = 0; i < LIMIT_CHUNKS; i++)
         EXPECT_FILLED(y[i], chunk, 600 + (uint64_t)i);
-    lms_stats_t end = settled();
+    lms_stats_t end = test_settled_stats();
     check_invariants(&end);
 }
 
@@ -1324,7 +1302,7 @@ Test(swap_faults, failed_unmaps_while_taking_freed_blocks_leave_nothing_half_map
     void *x = must_malloc(n);
     void **b = chunks_filled(LIMIT_CHUNKS, 600);
     free_all(b, LIMIT_CHUNKS);
-    settled();
+    test_settled_stats();
     plan(DEV_OP_unmap, 2, 2, 0, 0);
     lms_status_t st;
     int failures = 0;
@@ -1337,7 +1315,7 @@ Test(swap_faults, failed_unmaps_while_taking_freed_blocks_leave_nothing_half_map
     cr_assert_gt(dev_fault_injected(swap_device()), 0, "no unmap failed");
     no_faults();
     EXPECT_FILLED(x, n, 5);
-    lms_stats_t end = settled();
+    lms_stats_t end = test_settled_stats();
     check_invariants(&end);
 }
 
@@ -1578,7 +1556,7 @@ static void random_faults(dev_op_t op, uint64_t also, double probability, uint64
         fill(f.o[i].p, f.o[i].n, 7000 + (uint64_t)i);
     for (int i = OBJS - 1; i >= 0; i--)
         EXPECT_FILLED(f.o[i].p, f.o[i].n, 7000 + (uint64_t)i);
-    lms_stats_t st = settled();
+    lms_stats_t st = test_settled_stats();
     check_invariants(&st);
     cr_assert_eq(st.pinned_bytes, 0);
     for (int i = 0; i < OBJS; i++)
@@ -1641,13 +1619,13 @@ static uint64_t loop_reads(void **a, int iterations, bool marks, lms_stats_t *en
     lms_stats_t before = {0};
     for (int it = 0; it < iterations; it++) {
         if (it == 3)
-            before = settled();
+            before = test_settled_stats();
         for (int i = 0; i < LOOP; i++)
             EXPECT_FILLED(a[i], chunk, 100 + (uint64_t)i);
         if (marks)
             TEST_OK(lms_mark_iteration());
     }
-    *end = settled();
+    *end = test_settled_stats();
     check_invariants(end);
     return end->fetches - before.fetches;
 }
@@ -1703,7 +1681,7 @@ Test(swap, data_the_schedule_expects_to_be_overwritten_is_kept_when_it_is_read_i
     }
     for (int i = LOOP - 1; i >= 0; i--) /* another order, no writes */
         EXPECT_FILLED(a[i], chunk, 4000 + (uint64_t)i);
-    lms_stats_t end = settled();
+    lms_stats_t end = test_settled_stats();
     check_invariants(&end);
 }
 

@@ -294,32 +294,10 @@ static void loop(int iterations, bool marks)
     }
 }
 
-static lms_stats_t stats(void)
-{
-    lms_stats_t st;
-    TEST_OK(lms_stats(&st));
-    return st;
-}
-
-/* The stats once lms is idle (three samples 20 ms apart that agree), as
- * lms_shutdown will find them. */
-static lms_stats_t settled(void)
-{
-    TEST_OK(lms_stream_synchronize(NULL));
-    lms_stats_t a = stats(), b;
-    for (int same = 0, i = 0; same < 3 && i < 200; i++) {
-        usleep(20000);
-        b = stats();
-        same = memcmp(&a, &b, sizeof a) == 0 ? same + 1 : 0;
-        a = b;
-    }
-    return a;
-}
-
 /* Shuts lms down once idle; its stats then, and the timeline. */
 static timeline_t finish(lms_stats_t *st)
 {
-    *st = settled();
+    *st = test_settled_stats();
     TEST_OK(lms_shutdown());
     timeline_t tl = load();
     expect_stats(&tl, st);
