@@ -232,6 +232,8 @@ int main(int argc, char **argv)
             shape.layers = (uint32_t)positive(v);
         } else if (strcmp(a, "--width") == 0) {
             shape.width = (uint32_t)positive(v);
+            if (shape.width > 16384) /* width^2 floats must count in 32 bits */
+                usage();
         } else if (strcmp(a, "--batch") == 0) {
             shape.batch = (uint32_t)positive(v);
         } else {
@@ -267,6 +269,12 @@ int main(int argc, char **argv)
     int status = 0;
     for (int k = 0; k < nratio; k++) {
         uint64_t limit = (uint64_t)((double)ref.footprint / ratio[k]) / ref.chunk * ref.chunk;
+        if (limit == 0) {
+            fprintf(stderr, "bench/train: %gx of a %llu-byte footprint is less than one %llu-byte "
+                            "chunk\n", ratio[k], (unsigned long long)ref.footprint,
+                    (unsigned long long)ref.chunk);
+            return 1;
+        }
         run_result_t r = {0};
         char label[32];
         snprintf(label, sizeof label, "%gx", ratio[k]);

@@ -769,11 +769,26 @@ static lms_status_t check_set_observer(void *self, dev_observer_t fn, void *ctx)
     pthread_mutex_lock(&c->lock);
     dev_observer_t old = c->observer;
     void *old_ctx = c->observer_ctx;
+    pthread_mutex_unlock(&c->lock);
+    void *inner_ctx = fn != NULL ? (void *)c : NULL;
+    dev_observer_t inner = fn != NULL ? check_observe : NULL;
+    if (old != NULL) {
+        /* The layer below reports the old observer's last work (cuda waits
+         * for it) through check_observe while it still finds the old one. */
+        lms_status_t st = INNER(c, set_observer, inner, inner_ctx);
+        if (st == LMS_OK) {
+            pthread_mutex_lock(&c->lock);
+            c->observer = fn;
+            c->observer_ctx = fn != NULL ? ctx : NULL;
+            pthread_mutex_unlock(&c->lock);
+        }
+        return st;
+    }
+    pthread_mutex_lock(&c->lock);
     c->observer = fn;
     c->observer_ctx = fn != NULL ? ctx : NULL;
     pthread_mutex_unlock(&c->lock);
-    lms_status_t st = INNER(c, set_observer, fn != NULL ? check_observe : NULL,
-                            fn != NULL ? (void *)c : NULL);
+    lms_status_t st = INNER(c, set_observer, inner, inner_ctx);
     if (st != LMS_OK) {
         pthread_mutex_lock(&c->lock);
         c->observer = old;

@@ -566,12 +566,26 @@ static lms_status_t set_observer(void *self, dev_observer_t fn, void *ctx)
     lms_status_t status = use_context_checked(c);
     if (status != LMS_OK)
         return status;
+    /* The old observer's work is waited for without observe_lock, which
+     * every timed op takes: a pending event may sit behind work that waits
+     * for a thread now enqueueing. Events spared meanwhile by another poll
+     * and reused only make a wait longer (none is destroyed before close). */
+    pthread_mutex_lock(&c->observe_lock);
+    size_t n = c->npending;
+    CUevent *ends = n > 0 ? malloc(n * sizeof *ends) : NULL;
+    for (size_t i = 0; ends != NULL && i < n; i++)
+        ends[i] = c->pending[i].end;
+    pthread_mutex_unlock(&c->observe_lock);
+    for (size_t i = 0; ends != NULL && i < n; i++)
+        (void)c->drv.cuEventSynchronize(ends[i]); /* a failure shows in poll_locked's query */
+    free(ends);
     pthread_mutex_lock(&c->observe_lock);
     if (fn != NULL && c->base_event == NULL && (status = make_base(c)) != LMS_OK) {
         pthread_mutex_unlock(&c->observe_lock);
         return status;
     }
-    poll_locked(c, true); /* the old observer is told of all its work */
+    poll_locked(c, ends == NULL && n > 0); /* the old observer is told of all its work (waiting
+                                              here only if the list could not be copied) */
     c->observer = fn;
     c->observer_ctx = fn != NULL ? ctx : NULL;
     atomic_store_explicit(&c->observing, fn != NULL, memory_order_relaxed);

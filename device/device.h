@@ -73,7 +73,8 @@ typedef struct dev_work {
     dev_stream_t *stream; /* the stream it ran on, as the op's caller named it;
                              NULL if that stream has been destroyed since */
     const char *name;     /* the op: "copy_h2d", "copy_d2h", "copy_d2d", "host_func",
-                             "fill", "checksum" or "axpy" (static storage) */
+                             "fill", "checksum", "axpy", or a training kernel's
+                             dev_kernel_name ("gemm", ...) (static storage) */
     size_t bytes;         /* copies: the bytes copied; compute: 0 */
     uint64_t start_ns;    /* when the device started it and finished it, on the clock */
     uint64_t end_ns;      /* of base_now_ns() (CLOCK_MONOTONIC); start_ns <= end_ns */
@@ -381,6 +382,7 @@ enum {
 };
 
 #define DEV_KERNEL_OPERANDS 4
+#define DEV_KERNEL_MAX_DIM (1u << 24) /* m, n and k; GEMM's m also < 65536 tiles of 16 rows */
 
 struct dev_kernel_args {
     dev_kernel_t kernel;

@@ -97,9 +97,11 @@ lms_status_t dev_kernel_operands(const dev_kernel_args_t *a, dev_operand_t out[D
     default:
         break;
     }
+    ok = ok && m <= DEV_KERNEL_MAX_DIM && cols <= DEV_KERNEL_MAX_DIM && k <= DEV_KERNEL_MAX_DIM &&
+         (a->kernel != DEV_KERNEL_GEMM || m < 65536u * 16);
     if (!ok)
-        return base_fail(LMS_ERR_INVALID, "kernel %s: sizes m=%u n=%u k=%u are empty or too large",
-                         name, m, cols, k);
+        return base_fail(LMS_ERR_INVALID, "kernel %s: sizes m=%u n=%u k=%u are empty or too large "
+                         "(each at most %u)", name, m, cols, k, DEV_KERNEL_MAX_DIM);
     if (a->flags & ~allowed)
         return base_fail(LMS_ERR_INVALID, "kernel %s: unknown flags 0x%x", name, a->flags & ~allowed);
     for (size_t i = 0; i < count; i++) {

@@ -366,12 +366,18 @@ void timeline_iteration(void)
 
 /* ---- the memory counter (swap_lock held) ------------------------------------------ */
 
-static void write_memory(bool last, uint64_t at_ns, uint64_t resident, uint64_t host)
+/* timeline_lock held. */
+static void memory_line(bool last, uint64_t at_ns, uint64_t resident, uint64_t host)
 {
-    pthread_mutex_lock(&timeline_lock);
     line(last, "{\"name\":\"memory\",\"cat\":\"memory\",\"ph\":\"C\",\"ts\":%s,\"pid\":%ld,"
                "\"tid\":0,\"args\":{\"resident\":%" PRIu64 ",\"host\":%" PRIu64 "}}",
          us(at_ns).s, T.pid, resident, host);
+}
+
+static void write_memory(uint64_t at_ns, uint64_t resident, uint64_t host)
+{
+    pthread_mutex_lock(&timeline_lock);
+    memory_line(false, at_ns, resident, host);
     pthread_mutex_unlock(&timeline_lock);
     T.mem.written_resident = resident;
     T.mem.written_host = host;
@@ -389,8 +395,7 @@ static void memory_due(uint64_t now)
         return;
     T.mem.pending = false;
     if (T.mem.resident != T.mem.written_resident || T.mem.host != T.mem.written_host)
-        write_memory(false, T.mem.changed_ns > due ? T.mem.changed_ns : due, T.mem.resident,
-                     T.mem.host);
+        write_memory(T.mem.changed_ns > due ? T.mem.changed_ns : due, T.mem.resident, T.mem.host);
 }
 
 void timeline_memory(uint64_t resident, uint64_t host)
@@ -402,7 +407,7 @@ void timeline_memory(uint64_t resident, uint64_t host)
     T.mem.resident = resident;
     T.mem.host = host;
     if (!T.mem.pending && now >= T.mem.written_ns + MEMORY_EVERY_NS) {
-        write_memory(false, now, resident, host);
+        write_memory(now, resident, host);
         return;
     }
     T.mem.pending = true;
@@ -425,8 +430,10 @@ void timeline_finish(const lms_stats_t *st)
 {
     uint64_t now = base_now_ns();
     memory_due(now);
-    write_memory(true, now, st->resident_bytes, st->host_bytes);
+    /* The last line and the end in one hold of the lock: a device thread's
+     * report between them would follow the line without a comma. */
     pthread_mutex_lock(&timeline_lock);
+    memory_line(true, now, st->resident_bytes, st->host_bytes);
     char device[sizeof T.device * 6], stats[LINE_BYTES], other[2 * LINE_BYTES];
     json_text(device, sizeof device, T.device);
     size_t n = 0;

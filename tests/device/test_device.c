@@ -639,6 +639,8 @@ Test(device, training_kernels_refuse_bad_arguments)
     TEST_FAILS(LMS_ERR_INVALID, dev_kernel(dev, s, &bad));
     bad = ok, bad.m = (uint32_t)(run.size / 16 + 1); /* reads past the mapped run */
     TEST_FAILS(LMS_ERR_INVALID, dev_kernel(dev, s, &bad));
+    bad = ok, bad.n = DEV_KERNEL_MAX_DIM + 1, bad.m = 1; /* more than a launch can cover */
+    TEST_FAILS(LMS_ERR_INVALID, dev_kernel(dev, s, &bad));
     TEST_FAILS(LMS_ERR_INVALID, dev_kernel(dev, s, NULL));
     TEST_OK(dev_kernel(dev, s, &ok));
     TEST_OK(dev_stream_synchronize(dev, s));
