@@ -5,7 +5,7 @@
  * one) once, with every ratio after one unlimited reference run, over a link
  * throttled to a PCIe-like share of the device's memory bandwidth:
  *
- *   build/bench/e2e [--quick] [--link-ratio R] [--oversub X,Y,...]
+ *   build/bench/e2e [--quick] [--dynamic] [--link-ratio R] [--oversub X,Y,...]
  *
  * The link: a PCIe 5.0 x16 link moves about 55 GB/s each way, an H100's HBM3
  * 3.35 TB/s: 1/60. The sim's "device memory" is host memory, so bench/train
@@ -16,6 +16,9 @@
  * well lms schedules its copies (what it moves, whether they overlap the
  * kernels), not the throughput a GPU would keep: for that, the GPU rows
  * (docs/gpu-results.md, bench/gpt2.py).
+ *
+ * --dynamic: activations allocated and freed in each step, as a framework's
+ * (bench/train --dynamic).
  *
  * Output: a "case":"settings" line (the machine, the measured memory
  * bandwidth and the link), then one line per ratio:
@@ -51,7 +54,7 @@ static double field(const char *line, const char *key)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: e2e [--quick] [--link-ratio R] [--oversub X,Y,...]\n");
+    fprintf(stderr, "usage: e2e [--quick] [--dynamic] [--link-ratio R] [--oversub X,Y,...]\n");
     exit(2);
 }
 
@@ -59,10 +62,12 @@ int main(int argc, char **argv)
 {
     const char *ratios = "1.25,1.5,2,4";
     double link_ratio = PCIE_RATIO;
-    bool quick = false;
+    bool quick = false, dynamic = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0)
             quick = true;
+        else if (strcmp(argv[i], "--dynamic") == 0)
+            dynamic = true;
         else if (strcmp(argv[i], "--link-ratio") == 0 && i + 1 < argc)
             link_ratio = strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--oversub") == 0 && i + 1 < argc)
@@ -85,8 +90,9 @@ int main(int argc, char **argv)
         bench_die("readlink /proc/self/exe");
     self[len] = '\0';
     char cmd[2 * PATH_MAX];
-    snprintf(cmd, sizeof cmd, "LMS_BACKEND=sim '%s/train' --link-ratio %g --oversub %s%s",
-             dirname(self), link_ratio, ratios, quick ? " --quick" : "");
+    snprintf(cmd, sizeof cmd, "LMS_BACKEND=sim '%s/train' --link-ratio %g --oversub %s%s%s",
+             dirname(self), link_ratio, ratios, quick ? " --quick" : "",
+             dynamic ? " --dynamic" : "");
     FILE *train = popen(cmd, "r");
     if (train == NULL)
         bench_die("popen bench/train");
@@ -101,9 +107,11 @@ int main(int argc, char **argv)
             printf("{\"bench\":\"e2e\",\"case\":\"settings\",\"backend\":\"sim\",\"host_cpu\":");
             bench_json_string(cpu);
             printf(",\"nproc\":%ld,\"memory_gbps\":%.2f,\"link_ratio\":%g,\"link_gbps\":%.4f,"
-                   "\"model\":\"%s\",\"footprint_bytes\":%.0f,\"step_gflop\":%.3f}\n",
+                   "\"model\":\"%s\",\"activations\":\"%s\",\"footprint_bytes\":%.0f,"
+                   "\"step_gflop\":%.3f}\n",
                    sysconf(_SC_NPROCESSORS_ONLN), field(line, "memory_gbps"), link_ratio, link,
-                   quick ? "quick" : "default", field(line, "footprint_bytes"),
+                   quick ? "quick" : "default", dynamic ? "dynamic" : "static",
+                   field(line, "footprint_bytes"),
                    field(line, "step_gflop"));
             fflush(stdout);
         }

@@ -6,6 +6,10 @@
  * grad[1]) and writes the parameter gradients dw[l], db[l]; Adam then updates
  * every parameter with its two moments.
  *
+ * Dynamic (model_shape.dynamic), activations and their gradients live only
+ * from the kernel that writes them to the last that reads them, as a
+ * framework's do: allocated then, freed stream-ordered after it.
+ *
  * Each kernel is one call of run(): lms_access_many of its operands as
  * dev_kernel_operands names them (mode included, so outputs are not fetched),
  * then the kernel on the stream's device stream, before the next lms call.
@@ -41,6 +45,7 @@ struct model {
     float *host_x;          /* the next batch's inputs, on the host */
     int32_t *host_labels;
     uint64_t step;
+    uint64_t peak; /* lms's allocated bytes at the steps' peak so far */
 };
 
 uint64_t model_bytes(const model_shape_t *s)
@@ -99,6 +104,19 @@ static lms_status_t alloc(void **p, uint64_t floats)
     return lms_malloc(p, floats * sizeof(float), NULL);
 }
 
+/* On the stream the step runs on, where what drop() freed is reused at once. */
+static lms_status_t alloc_on(void **p, uint64_t floats, lms_stream_t stream)
+{
+    return lms_malloc(p, floats * sizeof(float), stream);
+}
+
+/* Frees *p after the work queued on stream, as a framework frees a tensor. */
+static void drop(void **p, lms_stream_t stream)
+{
+    lms_free(*p, stream);
+    *p = NULL;
+}
+
 static lms_status_t param_create(param_t *p, uint32_t n, const float *init, const float *zero)
 {
     p->n = n;
@@ -125,6 +143,8 @@ static void param_free(param_t *p)
     lms_free(p->m1, NULL);
     lms_free(p->m2, NULL);
 }
+
+uint64_t model_peak_allocated(const model_t *m) { return m->peak; }
 
 void model_destroy(model_t *m)
 {
@@ -175,11 +195,11 @@ lms_status_t model_create(const model_shape_t *shape, model_t **out)
         if (st == LMS_OK)
             st = param_create(&m->bias[l], W, zero, zero);
     }
-    for (uint32_t l = 0; st == LMS_OK && l <= L; l++)
+    for (uint32_t l = 0; st == LMS_OK && l <= (shape->dynamic ? 0 : L); l++)
         st = alloc(&m->act[l], (uint64_t)B * W);
-    if (st == LMS_OK)
+    if (st == LMS_OK && !shape->dynamic)
         st = alloc(&m->grad[0], (uint64_t)B * W);
-    if (st == LMS_OK)
+    if (st == LMS_OK && !shape->dynamic)
         st = alloc(&m->grad[1], (uint64_t)B * W);
     if (st == LMS_OK)
         st = lms_malloc(&m->labels, B * sizeof(int32_t), NULL);
@@ -238,6 +258,8 @@ lms_status_t model_step(model_t *m, lms_stream_t stream, float *loss)
                           B * sizeof(int32_t));
 
     for (uint32_t l = 0; st == LMS_OK && l < L; l++) {
+        if (m->s.dynamic && (st = alloc_on(&m->act[l + 1], (uint64_t)B * W, stream)) != LMS_OK)
+            break;
         dev_kernel_args_t fc = {DEV_KERNEL_GEMM, {at(m->act[l]), at(m->weight[l].w), at(m->act[l + 1])},
                                 .m = B, .n = W, .k = W};
         dev_kernel_args_t act = {DEV_KERNEL_BIAS_ACT, {at(m->act[l + 1]), at(m->bias[l].w)},
@@ -246,11 +268,18 @@ lms_status_t model_step(model_t *m, lms_stream_t stream, float *loss)
         if (st == LMS_OK)
             st = run(&act, stream);
     }
+    if (st == LMS_OK && m->s.dynamic)
+        st = alloc_on(&m->grad[0], (uint64_t)B * W, stream);
+    lms_stats_t now; /* the step's peak: every activation and the first gradient live */
+    if (st == LMS_OK && (st = lms_stats(&now)) == LMS_OK && now.allocated_bytes > m->peak)
+        m->peak = now.allocated_bytes;
     if (st == LMS_OK) {
         dev_kernel_args_t xent = {DEV_KERNEL_XENT,
                                   {at(m->act[L]), at(m->labels), at(m->loss), at(m->grad[0])},
                                   .m = B, .n = W};
         st = run(&xent, stream);
+        if (m->s.dynamic)
+            drop(&m->act[L], stream); /* the logits */
     }
     /* grad[g] holds d(loss)/d(output of layer l). */
     for (uint32_t l = L, g = 0; st == LMS_OK && l-- > 0; g ^= 1) {
@@ -261,7 +290,12 @@ lms_status_t model_step(model_t *m, lms_stream_t stream, float *loss)
         st = run(&dw, stream);
         if (st == LMS_OK)
             st = run(&db, stream);
-        if (st != LMS_OK || l == 0)
+        if (st != LMS_OK || l == 0) {
+            if (m->s.dynamic)
+                drop(&m->grad[g], stream);
+            break;
+        }
+        if (m->s.dynamic && (st = alloc_on(&m->grad[g ^ 1], (uint64_t)B * W, stream)) != LMS_OK)
             break;
         dev_kernel_args_t dx = {DEV_KERNEL_GEMM, {at(m->grad[g]), at(m->weight[l].w), at(m->grad[g ^ 1])},
                                 .m = B, .n = W, .k = W, .flags = DEV_GEMM_TRANS_B};
@@ -270,6 +304,10 @@ lms_status_t model_step(model_t *m, lms_stream_t stream, float *loss)
         st = run(&dx, stream);
         if (st == LMS_OK)
             st = run(&relu, stream);
+        if (m->s.dynamic) { /* this layer's input and output gradient are used up */
+            drop(&m->act[l], stream);
+            drop(&m->grad[g], stream);
+        }
     }
     m->step++;
     double t = (double)m->step;

@@ -29,6 +29,8 @@ typedef struct model_shape {
     uint32_t width;   /* inputs, hidden units and classes */
     uint32_t batch;   /* rows per step */
     uint32_t batches; /* distinct batches, cycled */
+    bool dynamic;     /* activations allocated in each step and freed once used, as a
+                         framework does; false: allocated once, with the model */
 } model_shape_t;
 
 typedef struct model model_t;
@@ -43,6 +45,10 @@ lms_status_t model_create(const model_shape_t *shape, model_t **out);
  * for it and stores the batch's mean loss in *loss; ends with
  * lms_mark_iteration. */
 lms_status_t model_step(model_t *m, lms_stream_t stream, float *loss);
+
+/* lms_stats' allocated_bytes at the peak of the steps run so far (after
+ * the forward pass): the footprint of a dynamic model. */
+uint64_t model_peak_allocated(const model_t *m);
 
 /* Frees every tensor. */
 void model_destroy(model_t *m);

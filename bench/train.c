@@ -3,7 +3,8 @@
  * that it trains exactly as it would with room for everything (issue 7).
  *
  *   build/bench/train [--oversub X[,Y...]] [--steps N] [--layers L]
- *                     [--width W] [--batch B] [--quick] [--link-ratio R]
+ *                     [--width W] [--batch B] [--quick] [--dynamic]
+ *                     [--link-ratio R]
  *
  * The model (bench/model.h): an MLP of L layers of W x W with Adam, batch B;
  * every tensor in lms. First a reference run with a device limit above the
@@ -16,6 +17,10 @@
  *
  * Defaults: X = 4, N = 8, L = 8, W = 1024, B = 256 (a footprint of about
  * 150 MiB on sim); --quick: N = 4, L = 6, W = 512, B = 64.
+ *
+ * --dynamic: activations and their gradients are allocated in each step and
+ * freed (stream-ordered) once used, as a framework's are, instead of once
+ * with the model; the footprint is then the steps' peak of allocated bytes.
  *
  * --link-ratio R (sim): throttle the link, both ways, to 1/R of the
  * device's memory bandwidth, which on sim is the host's: measured here (the
@@ -170,6 +175,8 @@ static void train(const char *label, uint64_t limit, uint64_t host_limit, bool t
         before = now;
     }
     bench_check(lms_stats(&r->stats), "lms_stats");
+    if (model_peak_allocated(m) > r->footprint)
+        r->footprint = model_peak_allocated(m);
     bench_check(lms_stream_destroy(stream), "lms_stream_destroy");
     model_destroy(m);
     bench_check(lms_shutdown(), "lms_shutdown");
@@ -186,7 +193,7 @@ static void train(const char *label, uint64_t limit, uint64_t host_limit, bool t
 static void usage(void)
 {
     fprintf(stderr, "usage: train [--oversub X[,Y...]] [--steps N] [--layers L] [--width W] "
-                    "[--batch B] [--quick] [--link-ratio R]\n");
+                    "[--batch B] [--quick] [--dynamic] [--link-ratio R]\n");
     exit(2);
 }
 
@@ -207,8 +214,13 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--quick") == 0) {
-            shape = (model_shape_t){.layers = 6, .width = 512, .batch = 64, .batches = 4};
+            shape = (model_shape_t){.layers = 6, .width = 512, .batch = 64, .batches = 4,
+                                    .dynamic = shape.dynamic};
             steps = 4;
+            continue;
+        }
+        if (strcmp(a, "--dynamic") == 0) {
+            shape.dynamic = true;
             continue;
         }
         if (v == NULL)
@@ -258,11 +270,11 @@ int main(int argc, char **argv)
     printf(",\"layers\":%u,\"width\":%u,\"batch\":%u,\"steps\":%d,\"model_bytes\":%llu,"
            "\"footprint_bytes\":%llu,\"step_gflop\":%.3f,\"memory_gbps\":%.3f,\"link_ratio\":%g,"
            "\"h2d_gbps\":%g,\"d2h_gbps\":%g,"
-           "\"policy\":\"%s\",\"unlimited_step_ms\":%.3f,\"unlimited_swapped_bytes\":%llu}\n",
+           "\"policy\":\"%s\",\"dynamic\":%s,\"unlimited_step_ms\":%.3f,\"unlimited_swapped_bytes\":%llu}\n",
            shape.layers, shape.width, shape.batch, steps,
            (unsigned long long)model_bytes(&shape), (unsigned long long)ref.footprint,
            model_step_flops(&shape) / 1e9, memory, link_ratio, ref.h2d_gbps, ref.d2h_gbps,
-           base_options()->policy,
+           base_options()->policy, shape.dynamic ? "true" : "false",
            ref.median_ms, (unsigned long long)(ref.stats.bytes_h2d + ref.stats.bytes_d2h));
     fflush(stdout);
 
@@ -290,7 +302,7 @@ int main(int argc, char **argv)
                "\"fetches\":%llu,\"evictions\":%llu,\"clean_drops\":%llu,\"ooms\":%llu,"
                "\"final_loss\":%.9g}\n",
                ratio[k], steps, identical ? "true" : "false", r.median_ms / ref.median_ms,
-               (double)r.footprint / (double)r.device_limit, (unsigned long long)r.device_limit,
+               (double)ref.footprint / (double)r.device_limit, (unsigned long long)r.device_limit,
                r.median_ms, ref.median_ms, gb(r.stats.bytes_h2d) / steps_d,
                gb(r.stats.bytes_d2h) / steps_d,
                100.0 * fmax(0, r.total_ms - ref.total_ms) / r.total_ms,

@@ -23,7 +23,9 @@
  * and goes on S's pending list, tagged with S's epoch.
  *  - An allocation on S may reuse a pending entry of S of the same size class
  *    (or chunk count) at once: its work is queued after the free. This is the
- *    fast path of a training loop: no event, no device call. Small frees
+ *    fast path of a training loop: no event, no device call. Of the newest
+ *    LARGE_REUSE_SCAN such entries it takes the lowest address (Note
+ *    [Placement repeats]). Small frees
  *    first wait in the freeing thread's cache, for that thread's allocations
  *    on S, without the lock (Note [Thread caches] in tcache.c).
  *  - For other streams, the space must wait until the work queued on S before
@@ -42,6 +44,20 @@
  *    out of memory. So an allocation may wait for work queued before a free
  *    on another stream; a program that holds such work back until the
  *    allocation returns deadlocks, as it would with PyTorch's allocator.
+ *
+ * Note [Placement repeats]
+ * policy/ learns the sequence of chunks a training step touches, so a step
+ * that allocates and frees the same tensors must get the same addresses as
+ * the step before. Reusing the newest pending entry (a stack) did not do
+ * that: a framework's step frees its activations in another order than it
+ * allocated them, so the stack came out of each step permuted, and the
+ * addresses rotated with a period of several steps (bench/model's
+ * --dynamic MLP: a period of 4, and 50-60% more bytes moved at 1.25x than the
+ * same model with static activations). Taking the lowest address of the
+ * matching entries makes each choice depend on the set of pending entries
+ * only, which a repeating step leaves the same. The thread caches still
+ * reuse newest first (Note [Thread caches]): classes small enough for them
+ * are packed many to a chunk, so a rotation among them moves less.
  *
  * Note [Free after all streams]
  * lms_free(p, LMS_ALL_STREAMS) is cudaFree's contract without its device
@@ -305,21 +321,19 @@ static void wait_for_fences(void)
 static deque_t *reusable(stream_t *s, size_t size, size_t *index)
 {
     int cls = alloc_class_of(S->alloc, size);
-    if (cls >= 0) {
-        deque_t *d = &s->small[cls];
-        *index = d->len - 1;
-        return d->len > 0 ? d : NULL;
-    }
     size_t chunks = (size + S->chunk - 1) / S->chunk;
-    deque_t *d = &s->large;
-    for (size_t k = 0; k < d->len && k < LARGE_REUSE_SCAN; k++) {
+    deque_t *d = cls >= 0 ? &s->small[cls] : &s->large;
+    bool found = false;
+    for (size_t k = 0; k < d->len && k < LARGE_REUSE_SCAN; k++) { /* Note [Placement repeats] */
         size_t i = d->len - 1 - k;
-        if ((dq_at(d, i)->size + S->chunk - 1) / S->chunk == chunks) {
+        const pending_t *p = dq_at(d, i);
+        if ((cls >= 0 || (p->size + S->chunk - 1) / S->chunk == chunks) &&
+            (!found || p->offset < dq_at(d, *index)->offset)) {
             *index = i;
-            return d;
+            found = true;
         }
     }
-    return NULL;
+    return found ? d : NULL;
 }
 
 /* ---- init and shutdown ---------------------------------------------------------- */

@@ -301,6 +301,48 @@ Test(lms, freed_memory_is_reused_at_once_on_its_stream_and_not_on_another)
     TEST_OK(lms_stream_synchronize(a));
 }
 
+/* One step of a framework's training loop, as bench/model's --dynamic: the
+ * forward allocates each layer's output, the backward frees them in reverse
+ * while it allocates and frees gradients. The addresses it got, into at[]. */
+static void framework_step(lms_stream_t s, size_t size, void **at)
+{
+    enum { LAYERS = 4 };
+    void *act[LAYERS + 1], *grad[2];
+    for (int l = 1; l <= LAYERS; l++)
+        at[l - 1] = act[l] = must_malloc(size, s);
+    at[LAYERS] = grad[0] = must_malloc(size, s);
+    TEST_OK(lms_free(act[LAYERS], s));
+    int g = 0, k = LAYERS + 1;
+    for (int l = LAYERS - 1; l >= 1; l--, g ^= 1) {
+        at[k++] = grad[g ^ 1] = must_malloc(size, s);
+        TEST_OK(lms_free(act[l], s));
+        TEST_OK(lms_free(grad[g], s));
+    }
+    TEST_OK(lms_free(grad[g], s));
+}
+
+/* Placement repeats step after step (Note [Placement repeats] in lms.c):
+ * what the policy learns is a sequence of chunks. Reusing the newest free
+ * instead rotated the addresses with a period of several steps. */
+Test(lms, a_training_loop_gets_the_same_addresses_every_step)
+{
+    lms_stream_t s;
+    TEST_OK(lms_stream_create(&s));
+    size_t sizes[] = {chunk / 2, 2 * chunk}; /* a slab's class, and runs of their own */
+    for (size_t k = 0; k < 2; k++) {
+        void *first[8], *again[8];
+        framework_step(s, sizes[k], first); /* the free space's shape settles */
+        framework_step(s, sizes[k], first);
+        for (int step = 0; step < 5; step++) {
+            framework_step(s, sizes[k], again);
+            for (int i = 0; i < 8; i++)
+                cr_assert_eq(again[i], first[i], "size %zu, step %d, allocation %d moved",
+                             sizes[k], step, i);
+        }
+    }
+    TEST_OK(lms_stream_destroy(s));
+}
+
 Test(lms, reuse_on_a_stream_never_hands_out_less_than_asked)
 {
     /* the slot of the largest small class is as large as the large
