@@ -99,13 +99,9 @@ static lms_status_t upload(void *p, const void *host, size_t bytes, lms_stream_t
     return st != LMS_OK ? st : lms_stream_synchronize(stream);
 }
 
-static lms_status_t alloc(void **p, uint64_t floats)
-{
-    return lms_malloc(p, floats * sizeof(float), NULL);
-}
-
-/* On the stream the step runs on, where what drop() freed is reused at once. */
-static lms_status_t alloc_on(void **p, uint64_t floats, lms_stream_t stream)
+/* floats on stream (a step's activations: on the step's stream, where what
+ * drop() freed is reused at once). */
+static lms_status_t alloc(void **p, uint64_t floats, lms_stream_t stream)
 {
     return lms_malloc(p, floats * sizeof(float), stream);
 }
@@ -120,13 +116,13 @@ static void drop(void **p, lms_stream_t stream)
 static lms_status_t param_create(param_t *p, uint32_t n, const float *init, const float *zero)
 {
     p->n = n;
-    lms_status_t st = alloc(&p->w, n);
+    lms_status_t st = alloc(&p->w, n, NULL);
     if (st == LMS_OK)
-        st = alloc(&p->grad, n);
+        st = alloc(&p->grad, n, NULL);
     if (st == LMS_OK)
-        st = alloc(&p->m1, n);
+        st = alloc(&p->m1, n, NULL);
     if (st == LMS_OK)
-        st = alloc(&p->m2, n);
+        st = alloc(&p->m2, n, NULL);
     if (st == LMS_OK)
         st = upload(p->w, init, n * sizeof(float), NULL);
     if (st == LMS_OK)
@@ -196,15 +192,15 @@ lms_status_t model_create(const model_shape_t *shape, model_t **out)
             st = param_create(&m->bias[l], W, zero, zero);
     }
     for (uint32_t l = 0; st == LMS_OK && l <= (shape->dynamic ? 0 : L); l++)
-        st = alloc(&m->act[l], (uint64_t)B * W);
+        st = alloc(&m->act[l], (uint64_t)B * W, NULL);
     if (st == LMS_OK && !shape->dynamic)
-        st = alloc(&m->grad[0], (uint64_t)B * W);
+        st = alloc(&m->grad[0], (uint64_t)B * W, NULL);
     if (st == LMS_OK && !shape->dynamic)
-        st = alloc(&m->grad[1], (uint64_t)B * W);
+        st = alloc(&m->grad[1], (uint64_t)B * W, NULL);
     if (st == LMS_OK)
         st = lms_malloc(&m->labels, B * sizeof(int32_t), NULL);
     if (st == LMS_OK)
-        st = alloc(&m->loss, (uint64_t)B + 1);
+        st = alloc(&m->loss, (uint64_t)B + 1, NULL);
 done:
     free(init);
     free(zero);
@@ -258,7 +254,7 @@ lms_status_t model_step(model_t *m, lms_stream_t stream, float *loss)
                           B * sizeof(int32_t));
 
     for (uint32_t l = 0; st == LMS_OK && l < L; l++) {
-        if (m->s.dynamic && (st = alloc_on(&m->act[l + 1], (uint64_t)B * W, stream)) != LMS_OK)
+        if (m->s.dynamic && (st = alloc(&m->act[l + 1], (uint64_t)B * W, stream)) != LMS_OK)
             break;
         dev_kernel_args_t fc = {DEV_KERNEL_GEMM, {at(m->act[l]), at(m->weight[l].w), at(m->act[l + 1])},
                                 .m = B, .n = W, .k = W};
@@ -269,7 +265,7 @@ lms_status_t model_step(model_t *m, lms_stream_t stream, float *loss)
             st = run(&act, stream);
     }
     if (st == LMS_OK && m->s.dynamic)
-        st = alloc_on(&m->grad[0], (uint64_t)B * W, stream);
+        st = alloc(&m->grad[0], (uint64_t)B * W, stream);
     lms_stats_t now; /* the step's peak: every activation and the first gradient live */
     if (st == LMS_OK && (st = lms_stats(&now)) == LMS_OK && now.allocated_bytes > m->peak)
         m->peak = now.allocated_bytes;
@@ -295,7 +291,7 @@ lms_status_t model_step(model_t *m, lms_stream_t stream, float *loss)
                 drop(&m->grad[g], stream);
             break;
         }
-        if (m->s.dynamic && (st = alloc_on(&m->grad[g ^ 1], (uint64_t)B * W, stream)) != LMS_OK)
+        if (m->s.dynamic && (st = alloc(&m->grad[g ^ 1], (uint64_t)B * W, stream)) != LMS_OK)
             break;
         dev_kernel_args_t dx = {DEV_KERNEL_GEMM, {at(m->grad[g]), at(m->weight[l].w), at(m->grad[g ^ 1])},
                                 .m = B, .n = W, .k = W, .flags = DEV_GEMM_TRANS_B};
