@@ -604,9 +604,10 @@ static void prefetch_one(model_t *s, uint32_t c, uint32_t v)
 static policy_need_t chunk_need(void *arg, uint32_t c)
 {
     const chunk_t *k = &((model_t *)arg)->c[c];
-    if (k->queued || k->pins > 0 || k->state == RESIDENT || k->state == FETCHING ||
-        k->state == EVICTING)
+    if (k->queued || k->pins > 0 || k->state == RESIDENT || k->state == FETCHING)
         return POLICY_HAS;
+    if (k->state == EVICTING)
+        return POLICY_CLAIMED;
     return k->state == HOST && k->live ? POLICY_ON_HOST : POLICY_NO_DATA;
 }
 

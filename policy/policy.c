@@ -571,7 +571,7 @@ size_t policy_prefetch(policy_t *p, const policy_link_t *link,
             policy_need_t need = was == p->seen_stamp + 1 ? POLICY_NO_DATA : needs(arg, c);
             if (need == POLICY_HAS)
                 continue;
-            if (s[j].kind == POLICY_OVERWRITE || need == POLICY_NO_DATA) {
+            if (s[j].kind == POLICY_OVERWRITE || need != POLICY_ON_HOST) {
                 peak = ++blocks > peak ? blocks : peak;
                 demand_peak = ++demand > demand_peak ? demand : demand_peak;
                 continue;

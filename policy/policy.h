@@ -119,6 +119,9 @@ typedef enum policy_need {
     POLICY_HAS,     /* resident, or on its way: nothing */
     POLICY_ON_HOST, /* its data is on the host: a use needs a fetch, an overwrite a block */
     POLICY_NO_DATA, /* no block and no data: any event but a free needs a block */
+    POLICY_CLAIMED, /* no block, and not a prefetch's to fetch: its eviction is in
+                       flight, or an access under way brings it in; any event but a
+                       free needs a block for it */
 } policy_need_t;
 
 typedef struct policy_fetch {

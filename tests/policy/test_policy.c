@@ -523,6 +523,29 @@ Test(policy, blocks_before_counts_what_the_events_before_take_and_their_frees_gi
     cr_assert_eq(f[0].blocks_before, 1, "D's block is needed before the frees: the peak counts");
 }
 
+static policy_need_t a_claimed_rest_on_host(void *arg, uint32_t chunk)
+{
+    (void)arg;
+    return chunk == A ? POLICY_CLAIMED : POLICY_ON_HOST;
+}
+
+/* A chunk being evicted, or one an access under way is bringing in, is not
+ * a prefetch's to fetch; but its use needs a block, and free blocks go to
+ * it before later fetches (a prefetch that took them would take the blocks
+ * the access waits for). */
+Test(policy, a_claimed_chunk_is_not_fetched_but_takes_a_block_first)
+{
+    record((const uint32_t[]){A, B, C}, 3);
+    TEST_OK(policy_mark_iteration(p));
+    policy_fetch_t f[4];
+    int64_t ahead = -1;
+    cr_assert_eq(policy_prefetch(p, NULL, a_claimed_rest_on_host, NULL, f, 4, &ahead), 2);
+    cr_assert(f[0].chunk == B && f[1].chunk == C, "A is not fetched");
+    cr_assert_eq(f[0].blocks_before, 1, "A's block comes first");
+    cr_assert_eq(f[1].blocks_before, 2);
+    cr_assert_eq(ahead, 1, "A needs a block as new data does");
+}
+
 static policy_need_t bc_resident_d_new_rest_on_host(void *arg, uint32_t chunk)
 {
     (void)arg;
