@@ -39,11 +39,17 @@ typedef struct fence {
     uint64_t epoch; /* entries of this epoch and before are covered */
 } fence_t;
 
+#define USE_RING 16 /* events a stream keeps after its recent access windows */
+
 typedef struct stream {
     dev_stream_t *dev;
     uint64_t native;        /* adopted: the program's CUDA stream; 0: lms's own */
     bool all;               /* the all-streams stream: see Note [Free after all streams] */
     dev_event_t *use_event; /* recorded when an eviction must wait for its work */
+    dev_event_t *after[USE_RING]; /* after[w % USE_RING]: recorded after the work of
+                                     its w-th fenced access window (made at first
+                                     use; Note [Eviction fences] in residency.c) */
+    uint32_t windows;       /* access windows fenced on it so far */
     deque_t small[ALLOC_MAX_CLASSES];
     deque_t large;
     uint64_t epoch;        /* of frees not yet fenced */
@@ -62,7 +68,8 @@ enum { UNBACKED, RESIDENT, EVICTING, HOST, FETCHING };
 typedef struct xfer {
     dev_event_t *event;
     struct xfer *next; /* in its direction's list, oldest first */
-    size_t first, n;   /* the chunks it covers */
+    size_t first, n;   /* the chunks it covers: [first, first + n) */
+    size_t copied;     /* how many of them it copies (a fetch's may be scattered) */
     bool d2h;
     bool fenced;       /* its event is recorded after the copy (Note [Unfenced copies]) */
     bool done;         /* known to have finished without its event: a synchronize */
@@ -79,6 +86,11 @@ typedef struct chunk {
     uint32_t early;     /* the access whose early step mapped it, until one
                            that names it succeeds (Note [Pipelined swaps]) */
     uint64_t streams;   /* stream slots that used it (bit 63: slots >= 63) */
+    uint32_t last_window; /* its last use was in this fenced window of stream slot
+                             last_slot (generation last_gen); 0: not known
+                             (Note [Eviction fences]) */
+    uint32_t last_gen;
+    uint16_t last_slot;
     uint8_t state;
     uint8_t acc;        /* the current access's needs (residency.c) */
     bool clean;         /* RESIDENT, and the host copy is current */

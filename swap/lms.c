@@ -1154,6 +1154,9 @@ static lms_status_t destroy_locked(lms_stream_t stream)
     if (st == LMS_OK) {
         size_t i = ((uintptr_t)stream & 0xffff) - 1;
         (void)dev_event_destroy(S->dev, s->use_event);
+        for (size_t k = 0; k < USE_RING; k++)
+            if (s->after[k] != NULL)
+                (void)dev_event_destroy(S->dev, s->after[k]);
         free_stream(s);
         S->streams[i] = NULL;
         S->generation_of[i]++;

@@ -137,6 +137,8 @@ typedef struct window {
     size_t n, cap;
     uint32_t access;     /* the current resid_back's id (chunk_t.early) */
     bool no_early;       /* it gave back its early steps: it takes no more */
+    stream_t *s;         /* the stream its work goes on (NULL: none), */
+    int slot;            /* in this slot */
 } window_t;
 
 static __thread window_t W;
@@ -159,11 +161,56 @@ bool resid_window_open(void) { return W.n > 0; }
 
 const size_t *resid_window_count(void) { return &W.n; }
 
+/* Note [Eviction fences]
+ * An eviction's copy out must come after the work that used the chunk, and
+ * the simple fence, an event recorded on the stream when the eviction is
+ * decided, comes after all the work queued there so far: often a kernel
+ * that waits for a fetch still on the link. Then the copy out waits for
+ * that fetch, and the two links, which could run at once, take turns: in
+ * bench/train at 4x, each layer's Adam update fetched its state, ran, and
+ * only then let the previous layer's state go out. So, while chunks go to
+ * the host, the end of each access window (when its work has been queued)
+ * records an event on its stream, one of a ring of USE_RING per stream,
+ * and each chunk of the window remembers which (last_window). An eviction
+ * waits, for the stream that used its chunks last, for the latest of
+ * their windows' events (or, once the ring has gone round past it, the
+ * oldest one left, which is later still); for any other stream that used
+ * them, and for chunks whose window is not known (none recorded: no
+ * swapping then, or the record failed; pinned memory, which any stream may
+ * use), for the stream's work so far, as before. */
+
+/* Records the event after the work of the closing window on its stream;
+ * the window's number there, 0 if none was recorded. */
+static uint32_t window_fence(void)
+{
+    stream_t *s = W.s;
+    if (s == NULL || W.slot < 0 || (size_t)W.slot >= S->nstreams || S->streams[W.slot] != s ||
+        (S->host_chunks == 0 && S->evicting == 0))
+        return 0;
+    uint32_t w = s->windows + 1;
+    if (w == 0) /* 2^32 windows: numbering starts again, with nothing remembered */
+        return 0;
+    dev_event_t **e = &s->after[w % USE_RING];
+    if ((*e == NULL && dev_event_create(S->dev, e) != LMS_OK) ||
+        dev_event_record(S->dev, *e, s->dev) != LMS_OK)
+        return 0;
+    s->windows = w;
+    return w;
+}
+
 void resid_close_window(void)
 {
     if (S != NULL && W.generation == S->generation && W.n > 0) {
-        for (size_t i = 0; i < W.n; i++)
-            S->ch[W.chunks[i]].holds--;
+        uint32_t w = window_fence();
+        for (size_t i = 0; i < W.n; i++) {
+            chunk_t *k = &S->ch[W.chunks[i]];
+            k->holds--;
+            if (W.s != NULL) {
+                k->last_window = w;
+                k->last_slot = (uint16_t)W.slot;
+                k->last_gen = S->generation_of[W.slot];
+            }
+        }
         S->holds_total -= W.n;
         if (S->hold_waiters > 0)
             pthread_cond_broadcast(&S->unheld);
@@ -412,12 +459,14 @@ static void xfer_discard(xfer_t *x)
 
 static dev_stream_t *xfer_stream(const xfer_t *x) { return x->d2h ? S->d2h : S->h2d; }
 
-/* x is the copy (or, d2h, the clean drop) of the chunks [first, first + n)
- * just queued on its direction's stream: in flight from now on. */
-static void xfer_start(xfer_t *x, size_t first, size_t n, bool d2h)
+/* x is the copy (or, d2h, the clean drop) of `copied` chunks within
+ * [first, first + n) just queued on its direction's stream: in flight from
+ * now on. */
+static void xfer_start(xfer_t *x, size_t first, size_t n, size_t copied, bool d2h)
 {
     x->first = first;
     x->n = n;
+    x->copied = copied;
     x->d2h = d2h;
     int dir = d2h;
     if (S->xfers_tail[dir] != NULL)
@@ -426,7 +475,7 @@ static void xfer_start(xfer_t *x, size_t first, size_t n, bool d2h)
         S->xfers[dir] = x;
     S->xfers_tail[dir] = x;
     if (!d2h)
-        S->h2d_queued += n;
+        S->h2d_queued += copied;
     x->fenced = dev_event_record(S->dev, x->event, xfer_stream(x)) == LMS_OK;
     if (!x->fenced)
         base_log(BASE_LOG_DEBUG, "lms: a copy's event is recorded later: %s", lms_last_error());
@@ -561,8 +610,8 @@ static lms_status_t progress_upto(size_t most)
             if (S->xfers[dir] == NULL)
                 S->xfers_tail[dir] = NULL;
             if (dir == 0) {
-                fetched += x->n;
-                S->h2d_queued -= x->n;
+                fetched += x->copied;
+                S->h2d_queued -= x->copied;
             }
             complete(x);
         }
@@ -602,17 +651,37 @@ static bool evictable(size_t c)
            !k->free && !k->broken;
 }
 
-/* Makes the d2h stream wait for the work queued so far on every stream that
- * used chunks of the mask. */
-static lms_status_t after_last_use(uint64_t mask)
+/* Makes the d2h stream wait for the work that used the chunks [first,
+ * first + n) on every stream (Note [Eviction fences]). */
+static lms_status_t after_last_use(size_t first, size_t n)
 {
-    for (size_t i = 0; i < S->nstreams; i++) {
+    uint64_t mask = 0;
+    for (size_t c = first; c < first + n; c++)
+        mask |= S->ch[c].streams;
+    for (size_t i = 0; i < S->nstreams && mask != 0; i++) {
         stream_t *s = S->streams[i];
-        if (s == NULL || !(mask >> (i < 63 ? i : 63) & 1))
+        uint64_t bit = 1ull << (i < 63 ? i : 63);
+        if (s == NULL || !(mask & bit))
             continue;
-        lms_status_t st = dev_event_record(S->dev, s->use_event, s->dev);
+        bool known = i < 63; /* the window after each one's last use here */
+        uint32_t latest = 0;  /* the latest of those */
+        for (size_t c = first; c < first + n && known; c++) {
+            const chunk_t *k = &S->ch[c];
+            if (!(k->streams & bit))
+                continue;
+            known = k->last_window != 0 && k->last_slot == i && k->last_gen == S->generation_of[i];
+            latest = known && k->last_window > latest ? k->last_window : latest;
+        }
+        dev_event_t *e = s->use_event;
+        lms_status_t st = LMS_OK;
+        if (known && latest > 0) {
+            uint32_t oldest = s->windows > USE_RING ? s->windows - USE_RING + 1 : 1;
+            e = s->after[(latest > oldest ? latest : oldest) % USE_RING];
+        } else {
+            st = dev_event_record(S->dev, e, s->dev);
+        }
         if (st == LMS_OK)
-            st = dev_stream_wait_event(S->dev, S->d2h, s->use_event);
+            st = dev_stream_wait_event(S->dev, S->d2h, e);
         if (st != LMS_OK)
             return st;
     }
@@ -628,11 +697,8 @@ static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
     uint64_t decided = timeline_on ? base_now_ns() : 0;
     size_t n = *np;
     bool clean = S->ch[first].clean;
-    uint64_t mask = 0;
-    for (size_t c = first; c < first + n; c++)
-        mask |= S->ch[c].streams;
     xfer_t *x = NULL;
-    lms_status_t st = after_last_use(mask);
+    lms_status_t st = after_last_use(first, n);
     if (st == LMS_OK)
         st = xfer_new(&x);
     size_t slots = 0;
@@ -663,7 +729,7 @@ static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
     if (st != LMS_OK)
         base_log(BASE_LOG_DEBUG, "lms: %zu of %zu chunks evicted: %s", n, *np, lms_last_error());
     *np = n;
-    xfer_start(x, first, n, true);
+    xfer_start(x, first, n, n, true);
     for (size_t c = first; c < first + n; c++) {
         chunk_t *k = &S->ch[c];
         lru_remove(c);
@@ -689,12 +755,14 @@ static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
 
 /* The longest run around victim v of evictable chunks like it, at most
  * `want` chunks (and a piece: Note [Pipelined swaps]), of chunks policy/
- * ranks at least min_key (0: any). */
-static void run_around(size_t v, size_t want, uint64_t min_key, size_t *first, size_t *n)
+ * ranks at least min_key (0: any); when ahead, none fetched ahead and not
+ * yet used (evict_ranked). */
+static void run_around(size_t v, size_t want, uint64_t min_key, bool ahead, size_t *first,
+                       size_t *n)
 {
     bool clean = S->ch[v].clean;
     size_t lo = v, hi = v + 1, cap = want < 1 ? 1 : want > S->piece ? S->piece : want;
-#define LIKE(c) (evictable(c) && S->ch[c].clean == clean && \
+#define LIKE(c) (evictable(c) && S->ch[c].clean == clean && !(ahead && S->ch[c].prefetched) && \
                  (min_key == 0 || policy_evict_key(S->policy, c) >= min_key))
     while (hi - lo < cap && hi < S->nchunks && LIKE(hi))
         hi++;
@@ -764,7 +832,7 @@ static size_t evict_ranked(size_t n, size_t want, bool ahead, timeline_by_t by, 
         size_t c = S->ranked[i].chunk, first, run;
         if (!evictable(c) || (ahead && S->ch[c].prefetched)) /* gone with an earlier run */
             continue;
-        run_around(c, want - started, min_key > 0 ? min_key : 1, &first, &run);
+        run_around(c, want - started, min_key > 0 ? min_key : 1, ahead, &first, &run);
         if ((*st = evict_run(first, &run, by)) != LMS_OK)
             break;
         started += run;
@@ -793,7 +861,7 @@ static size_t evict_some(size_t want, bool ahead, timeline_by_t by, lms_status_t
         uint32_t next = S->ch[c].lru_next;
         if (evictable(c)) {
             size_t first, n;
-            run_around(c, want - started, 0, &first, &n);
+            run_around(c, want - started, 0, false, &first, &n);
             if ((*st = evict_run(first, &n, by)) != LMS_OK)
                 break;
             started += n;
@@ -954,6 +1022,7 @@ void resid_placed(alloc_chunks_t used)
         chunk_t *k = &S->ch[c];
         k->free = false;
         k->streams = 0;
+        k->last_window = 0;
         if (S->cached_pos[c] != 0) { /* mapped already: reused as is */
             cached_remove(c);
             lru_touch(c);
@@ -1058,7 +1127,7 @@ static void unmap_unused(size_t c, uint8_t was)
         (st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(c), k->host, S->chunk)) != LMS_OK)
         xfer_discard(x);
     if (st == LMS_OK && was == HOST) {
-        xfer_start(x, c, 1, false);
+        xfer_start(x, c, 1, 1, false);
         k->state = FETCHING;
         k->xfer = x;
         S->stats.fetches++;
@@ -1362,9 +1431,12 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
         st = fetch_piece(u, i, j, &x, &first_fetch, &last_fetch);
         i = j;
     }
-    if (first_fetch != SIZE_MAX)
-        xfer_start(x, first_fetch, last_fetch + 1 - first_fetch, false);
-    else
+    if (first_fetch != SIZE_MAX) {
+        size_t copied = 0;
+        for (size_t i = 0; i < mapped; i++)
+            copied += (S->ch[u[i]].acc & 8) != 0;
+        xfer_start(x, first_fetch, last_fetch + 1 - first_fetch, copied, false);
+    } else
         xfer_discard(x);
     size_t kept = 0, fetched = 0;
     for (size_t i = 0; i < mapped; i++) {
@@ -1451,14 +1523,18 @@ static void report_access(const uint32_t *u, size_t n)
     }
 }
 
-/* For policy_prefetch. A chunk another access holds counts as there: that
- * access brings it in. */
+/* For policy_prefetch. A chunk being evicted, or one an access under way
+ * holds and has not brought in yet (it may be waiting in make_room for
+ * blocks), is not a prefetch's to fetch, but needs a block at its use:
+ * free blocks a prefetch took would be the ones that access waits for. */
 static policy_need_t chunk_need(void *arg, uint32_t c)
 {
     (void)arg;
     const chunk_t *k = &S->ch[c];
-    if (k->holds > 0 || k->state == RESIDENT || k->state == FETCHING || k->state == EVICTING)
+    if (k->state == RESIDENT || k->state == FETCHING)
         return POLICY_HAS;
+    if (k->state == EVICTING || k->holds > 0)
+        return POLICY_CLAIMED;
     return k->state == HOST && !k->free ? POLICY_ON_HOST : POLICY_NO_DATA;
 }
 
@@ -1568,6 +1644,8 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     if (!window_reserve(total))
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "%s: no host memory", op);
     W.generation = S->generation;
+    W.s = s;
+    W.slot = s != NULL ? slot : -1;
     /* the chunks, each once and in order, held: no eviction takes them from
      * here on. The list is the thread's window, so it survives lock drops. */
     uint32_t stamp = ++S->stamp, *u = W.chunks;
@@ -1687,6 +1765,7 @@ lms_status_t resid_unpin(const lms_range_t *r)
     for (size_t c = first; c <= last; c++) {
         /* work on any stream may have used it meanwhile */
         S->ch[c].streams = ALL_STREAMS;
+        S->ch[c].last_window = 0;
         if (--S->ch[c].pins == 0)
             S->pinned--;
     }

@@ -901,8 +901,22 @@ Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
 
 /* ---- queued work ------------------------------------------------------------- */
 
-Test(swap, eviction_waits_for_the_work_queued_on_a_chunk)
+static void *evicted_chunk(uint64_t seed);
+
+/* The chunks of chunks_filled(2 * LIMIT_CHUNKS, 10) hold their data; then
+ * they are freed. */
+static void others_hold_their_data_then_go(void **other)
 {
+    for (int i = 0; i < 2 * LIMIT_CHUNKS; i++)
+        EXPECT_FILLED(other[i], chunk, 10 + (uint64_t)i);
+    free_all(other, 2 * LIMIT_CHUNKS);
+}
+
+/* With `swapping`, something is on the host first, so that each access
+ * window records the event after its work (Note [Eviction fences]). */
+static void eviction_waits_for_queued_work(bool swapping)
+{
+    void *x = swapping ? evicted_chunk(3) : NULL;
     lms_stream_t a;
     TEST_OK(lms_stream_create(&a));
     void *w = must_malloc(chunk), *r = must_malloc(chunk);
@@ -928,10 +942,20 @@ Test(swap, eviction_waits_for_the_work_queued_on_a_chunk)
     cr_assert_eq(sum, fill_sum(chunk, 2));
     EXPECT_FILLED(w, chunk, 1);
     EXPECT_FILLED(r, chunk, 2);
-    for (int i = 0; i < 2 * LIMIT_CHUNKS; i++)
-        EXPECT_FILLED(other[i], chunk, 10 + (uint64_t)i);
-    free_all(other, 2 * LIMIT_CHUNKS);
+    others_hold_their_data_then_go(other);
     TEST_OK(lms_stream_destroy(a));
+    if (x != NULL)
+        EXPECT_FILLED(x, chunk, 3);
+}
+
+Test(swap, eviction_waits_for_the_work_queued_on_a_chunk)
+{
+    eviction_waits_for_queued_work(false);
+}
+
+Test(swap, eviction_waits_for_the_work_queued_on_a_chunk_while_swapping)
+{
+    eviction_waits_for_queued_work(true);
 }
 
 typedef struct user {
@@ -1111,6 +1135,79 @@ static void *evicted_chunk(uint64_t seed)
     free_all(b, LIMIT_CHUNKS);
     test_settled_stats();
     return x;
+}
+
+/* The link's queue (h2d_queued, which prefetch weighs, and whose draining
+ * measures the link's rate) counts the chunks a fetch copies, not the span
+ * they lie in: one access that reads two chunks two apart queues 2, not 3. */
+Test(swap, a_fetch_of_scattered_chunks_counts_only_those_on_the_link)
+{
+    char *x = must_malloc(3 * chunk);
+    fill(x, 3 * chunk, 21);
+    void **b = chunks_filled(LIMIT_CHUNKS, 500); /* x goes to the host */
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_pin(b[i], chunk));
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_unpin(b[i], chunk));
+    free_all(b, LIMIT_CHUNKS);
+    lms_stats_t s0 = test_settled_stats();
+    size_t first = (size_t)((uintptr_t)x - S->base) / chunk;
+    pthread_mutex_lock(&swap_lock);
+    bool on_host = true;
+    for (size_t c = first; c < first + 3; c++)
+        on_host &= S->ch[c].state == HOST;
+    pthread_mutex_unlock(&swap_lock);
+    cr_assert(on_host, "x is on the host");
+    test_gate_close();
+    TEST_OK(dev_host_func(swap_device(), S->h2d, test_gate_wait, NULL));
+    lms_range_t r[2] = {{x, chunk, LMS_READ}, {x + 2 * chunk, chunk, LMS_READ}};
+    TEST_OK(lms_access_many(r, 2, NULL));
+    pthread_mutex_lock(&swap_lock);
+    size_t queued = S->h2d_queued;
+    pthread_mutex_unlock(&swap_lock);
+    test_gate_open();
+    cr_assert_eq(queued, 2, "the copies of chunks 0 and 2 of x; not chunk 1");
+    lms_stats_t s1 = test_settled_stats();
+    cr_assert_eq(s1.fetches - s0.fetches, 2);
+    pthread_mutex_lock(&swap_lock);
+    queued = S->h2d_queued;
+    pthread_mutex_unlock(&swap_lock);
+    cr_assert_eq(queued, 0, "all landed");
+    EXPECT_FILLED(x, 3 * chunk, 21);
+    TEST_OK(lms_free(x, NULL));
+}
+
+/* Note [Eviction fences]: while chunks go to the host, an eviction waits for
+ * the work its chunk's access window queued, not for work queued on that
+ * stream later: stream a's gate, queued after w's window closed, holds
+ * nothing the default stream needs w's block for. (Before, the copy out
+ * waited for the gate, and so did every access that needed a block.) */
+Test(swap, an_eviction_waits_for_its_chunks_work_not_for_later_work_on_the_stream)
+{
+    void *x = evicted_chunk(7); /* something on the host: swapping */
+    lms_stream_t a;
+    TEST_OK(lms_stream_create(&a));
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(a);
+    void *w = must_malloc(chunk);
+    TEST_OK(lms_access(w, chunk, LMS_OVERWRITE, a));
+    TEST_OK(dev_fill(dev, ds, addr(w), chunk, 5));
+    test_stats(); /* the window closes: its work is queued */
+    test_gate_close();
+    TEST_OK(dev_host_func(dev, ds, test_gate_wait, NULL));
+    pthread_t opener; /* should w's copy out wait for the gate after all */
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
+    void **other = chunks_filled(2 * LIMIT_CHUNKS, 10); /* w goes to the host */
+    bool waited = test_gate_is_open();
+    lms_stats_t st = test_stats();
+    pthread_join(opener, NULL);
+    cr_assert(!waited, "the default stream's accesses waited for stream a's gate");
+    cr_assert_geq(st.evictions, 1);
+    TEST_OK(lms_stream_synchronize(a));
+    EXPECT_FILLED(w, chunk, 5);
+    EXPECT_FILLED(x, chunk, 7);
+    others_hold_their_data_then_go(other);
+    TEST_OK(lms_stream_destroy(a));
 }
 
 /* The first call of op on the fetch path fails. Either lms_access returns it
