@@ -14,11 +14,16 @@
  * Note [Thread caches]
  * A thread's small frees on a stream go to its cache rather than the stream's
  * pending list, and its small mallocs on that stream take from the cache
- * first, last freed first per class: the reuse Note [Stream-ordered free]
- * allows at once (work queued on the stream after the free comes after it),
- * here without the lock or a device call: a malloc writes one byte, a free
- * exchanges one (so that of two threads freeing the same pointer at once,
- * one fails, as a second free does).
+ * first, the lowest-addressed entry of the class: the reuse Note
+ * [Stream-ordered free] allows at once (work queued on the stream after the
+ * free comes after it), here without the lock or a device call: a malloc
+ * writes one byte, a free exchanges one (so that of two threads freeing the
+ * same pointer at once, one fails, as a second free does). Lowest, not
+ * last freed: a step that frees in another order than it allocates then
+ * gets the same addresses each step (Note [Placement repeats] in lms.c);
+ * last freed first gave them back reversed, every other step the same. So
+ * a bin is kept in descending order of address (an insertion among at most
+ * TC_BIN entries, on the free), and a full one flushes its higher half.
  *  - A cache serves one stream, the one it is keyed to. A call on another
  *    stream takes the locked path, which flushes the cache and keys it to the
  *    new stream. Flushed entries become pending frees of their stream, as if
@@ -28,7 +33,7 @@
  *    used, and lms's counts take it as allocated until it is flushed.
  *  - A cache holds at most cfg.thread_cache bytes and TC_BIN entries of a
  *    class; classes of more than an eighth of that are not cached. A free that
- *    finds no room takes the locked path and flushes the older half of its
+ *    finds no room takes the locked path and flushes the higher half of its
  *    class's entries, or the whole cache when the bytes are over.
  *  - A malloc that finds no room flushes the calling thread's cache before
  *    it gives up, and asks every other cache to flush at its thread's next
@@ -58,8 +63,9 @@ static bool exit_key_ok;
 
 /* ---- locked -------------------------------------------------------------------- */
 
-/* Flushes the oldest n entries of a bin; false, with what could not go left
- * in, when the host has no memory for the stream's pending list. */
+/* Flushes the first n entries of a bin (the highest-addressed); false, with
+ * what could not go left in, when the host has no memory for the stream's
+ * pending list. */
 static bool flush_bin(tcache_t *t, tc_bin_t *b, uint32_t n)
 {
     uint32_t done = 0;

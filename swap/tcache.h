@@ -19,7 +19,7 @@ typedef struct tc_bin {
     struct {
         size_t off;
         alloc_flag_t *live;
-    } e[TC_BIN]; /* oldest first */
+    } e[TC_BIN]; /* highest address first: mallocs take the last */
 } tc_bin_t;
 
 typedef struct tcache {
@@ -64,7 +64,7 @@ static inline bool tc_malloc(void **ptr, size_t size, lms_stream_t stream)
     if (cls >= t->ncls || t->bins[cls].n == 0)
         return false;
     tc_bin_t *b = &t->bins[cls];
-    b->n--;
+    b->n--; /* the lowest-addressed entry (Note [Thread caches]) */
     t->bytes -= b->slot;
     alloc_uncache(b->e[b->n].live);
     *ptr = (void *)(uintptr_t)(t->base + b->e[b->n].off);
@@ -88,8 +88,14 @@ static inline bool tc_free(void *ptr, lms_stream_t stream)
         return false; /* the locked path makes room */
     if (!alloc_cache(live))
         return false; /* freed by another thread meanwhile: the locked path says so */
-    b->e[b->n].off = off;
-    b->e[b->n++].live = live;
+    uint32_t i = b->n; /* its place in the descending order */
+    while (i > 0 && b->e[i - 1].off < off) {
+        b->e[i] = b->e[i - 1];
+        i--;
+    }
+    b->e[i].off = off;
+    b->e[i].live = live;
+    b->n++;
     t->bytes += b->slot;
     return true;
 }

@@ -328,8 +328,10 @@ Test(lms, a_training_loop_gets_the_same_addresses_every_step)
 {
     lms_stream_t s;
     TEST_OK(lms_stream_create(&s));
-    size_t sizes[] = {chunk / 2, 2 * chunk}; /* a slab's class, and runs of their own */
-    for (size_t k = 0; k < 2; k++) {
+    /* a class the thread cache serves, a slab's class it does not, and runs
+     * of chunks of their own */
+    size_t sizes[] = {chunk / 64, chunk / 2, 2 * chunk};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         void *first[8], *again[8];
         framework_step(s, sizes[k], first); /* the free space's shape settles */
         framework_step(s, sizes[k], first);
