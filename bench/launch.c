@@ -11,7 +11,8 @@
  * with the hooked ones. One JSON line:
  *   {"bench":"launch","case":"scan8","ns_p50":N,...}
  * ns_p50 is the hooked launch's median less the direct one's (target: under
- * 500 ns). The backend is lms's (LMS_BACKEND); the real launch on a GPU,
+ * 500 ns). Run as LD_PRELOAD=build/liblms.so build/bench/launch: the
+ * preload puts lms's hook before the stand-in, as before a real libcuda. The backend is lms's (LMS_BACKEND); the real launch on a GPU,
  * with and without the hook, is not measured here yet.
  */
 #define _GNU_SOURCE
@@ -67,11 +68,16 @@ static double batch(launch_fn launch, const fake_fn_t *fn, void **params)
 
 int main(void)
 {
-    void *self = dlopen(NULL, RTLD_NOW), *fake = dlopen("libfake_cuda.so", RTLD_NOW | RTLD_NOLOAD);
-    launch_fn hooked = (launch_fn)dlsym(self, "cuLaunchKernel"); /* liblms.so's: it comes first */
-    launch_fn direct = fake != NULL ? (launch_fn)dlsym(fake, "cuLaunchKernel") : NULL;
-    if (hooked == NULL || direct == NULL || hooked == direct) {
-        fprintf(stderr, "bench/launch: liblms.so's hook and the stand-in are not both there\n");
+    /* liblms.so's hook: dlsym answers it for the stand-in's (Note [dlsym]) */
+    launch_fn hooked = (launch_fn)dlsym(dlopen(NULL, RTLD_NOW), "cuLaunchKernel");
+    launch_fn direct = fake_launch_kernel();
+    Dl_info where;
+    if (hooked == NULL || direct == NULL || dladdr((void *)hooked, &where) == 0 ||
+        where.dli_fname == NULL || strstr(where.dli_fname, "liblms") == NULL) {
+        fprintf(stderr, "bench/launch: cuLaunchKernel is not liblms.so's hook (it is %s's): run "
+                "it as LD_PRELOAD=build/liblms.so build/bench/launch\n",
+                hooked != NULL && dladdr((void *)hooked, &where) && where.dli_fname ? where.dli_fname
+                                                                               : "nobody");
         return 1;
     }
     void *p[8], *params[8];

@@ -183,14 +183,23 @@ static const fake_fn_t *of_stub(const void *stub)
     return cudaGetFuncBySymbol(&f, stub) == cudaSuccess ? (const fake_fn_t *)(void *)f : NULL;
 }
 
-API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                            unsigned by, unsigned bz, unsigned shared, CUstream stream,
-                            void **params, void **extra)
+static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                              unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                              void **params, void **extra)
 {
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared;
     run((const fake_fn_t *)f, stream, params, extra);
     return CUDA_SUCCESS;
 }
+
+API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                            void **params, void **extra)
+{
+    return launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+}
+
+API fake_launch_fn fake_launch_kernel(void) { return launch_kernel; }
 
 API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
                               void **extra)

@@ -70,6 +70,11 @@ typedef struct fake_counts {
 void fake_expect(const void *base, size_t bytes, uint64_t seed);
 void fake_bind_stub(const void *stub, const fake_fn_t *fn);
 fake_counts_t fake_counts(void);
+/* The stand-in's cuLaunchKernel itself: dlsym on the stand-in's handle
+ * answers liblms.so's hook under a preload (Note [dlsym]). */
+typedef CUresult (*fake_launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                   unsigned, unsigned, CUstream, void **, void **);
+fake_launch_fn fake_launch_kernel(void);
 /* Whether the calling thread's capture mode is the global one (CUDA's
  * default: what lms must leave it as). */
 int fake_thread_mode_is_global(void);
