@@ -92,20 +92,29 @@
  * evicts the one just used (at d its next use is the furthest) and keeps
  * the rest. MIN at d chooses among the chunks resident then: those used
  * before d, with their next use after d, and the others. So c may take v's
- * place only if v's next use comes after evict_after = the latest next use
- * (after d) of every chunk used from the event before the position up to
- * d: the running maximum, over the uses walked, of the next use after each
- * (the last use before d of any chunk has its next one after d, so the
- * maximum is one of those). Free blocks are not free of conditions either:
- * MIN gives them to the events before d that need a block (overwrites,
- * chunks with no data) and takes back those their frees release, so fetch
- * i may have one only if the most blocks those events and the fetches
- * before it need at any point before it (blocks_before) is below the free
- * blocks; past that, it takes the place of the ranked victim that many
- * further down. The aim is the "conservative" strategy of Cao et al.
- * (SIGMETRICS 1995): what MIN fetches, as early as it can be; this is an
- * approximation of it (MIN is not simulated forward), and the simulator
- * measures how close it comes (docs/benchmarks.md).
+ * place only if v's next use comes after d and no earlier than the latest
+ * next use (after d) of every chunk used from the event before the position
+ * up to d: the running maximum, over the uses walked, of the next use after
+ * each (the last use before d of any chunk has its next one after d, so the
+ * maximum is one of those). A tie is MIN's choice too: the chunk that set
+ * the maximum is often v itself, just used (in a loop over more than fits,
+ * the one MIN evicts); so evict_after is one less than that maximum. Free
+ * blocks are not free of conditions either: MIN gives them to the events
+ * before d that need a block (overwrites, chunks with no data) and takes
+ * back those their frees release, so fetch i may have one only if the most
+ * blocks those events and the fetches before it need at any point before
+ * it (blocks_before) is below the free blocks; past that, it takes the
+ * place of the ranked victim that many further down. swap/ keeps one
+ * block free for the reclaim thread, which a fetch into it would only make
+ * evict the chunk ranked first, needed soon or not: that block counts as
+ * that chunk's place. (Before, with no ties either, a loop's prefetches got
+ * blocks only that way; reclaim and prefetch took turns, each evicting what
+ * the other fetched, and on tests/swap's loop the schedule fetched as much
+ * as LRU: 41 to 60 chunks in five iterations where MIN fetches 25.) The
+ * aim is the "conservative" strategy of Cao et al. (SIGMETRICS 1995): what
+ * MIN fetches, as early as it can be; this is an approximation of it (MIN
+ * is not simulated forward), and the simulator measures how close it comes
+ * (docs/benchmarks.md).
  */
 #include <string.h>
 
@@ -582,7 +591,9 @@ size_t policy_prefetch(policy_t *p, const policy_link_t *link,
                 out[taken].evict_after = UINT64_MAX;
                 out[taken].blocks_before = (int64_t)taken + demand_peak;
             } else {
-                out[taken].evict_after = latest > d ? latest : d;
+                /* a victim used as late as the latest is MIN's choice too (a
+                 * tie: MIN may take either), so evict_after is one less */
+                out[taken].evict_after = latest > d ? latest - 1 : d;
                 out[taken].blocks_before = peak;
             }
             taken++;

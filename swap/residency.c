@@ -97,11 +97,13 @@
  *     its next use first. Data it says is overwritten is still copied out
  *     when dirty: the schedule is a prediction, and one that is wrong must
  *     not lose data (Note [Dead data] in policy.c).
- *   - after each access, what the next accesses read is fetched ahead
- *     (policy_prefetch: in order of use, just in time for the H2D link's
- *     rate): into free blocks (or those on their way) that new data ahead
- *     of them does not need first, and for the rest in place of chunks MIN
- *     would evict for them, which are evicted now so that a later call
+ *   - after each access, and again when its window closes (what it held
+ *     is often what MIN evicts next), what the next accesses read is
+ *     fetched ahead (policy_prefetch: in order of use, just in time for the
+ *     H2D link's rate): into free blocks (or those on their way) that new
+ *     data ahead of them does not need first, less the one the reclaim
+ *     thread keeps, and for the rest in place of chunks MIN would evict
+ *     for them, which are evicted now so that a later call
  *     finds their blocks free (Note [Prefetch without harm]). Further
  *     ahead, while the H2D link would otherwise idle, into free blocks
  *     nothing before needs (Note [Prefetch horizon]). At most a piece per
@@ -198,9 +200,13 @@ static uint32_t window_fence(void)
     return w;
 }
 
+static void prefetch(void);
+static bool by_schedule(void);
+
 void resid_close_window(void)
 {
     if (S != NULL && W.generation == S->generation && W.n > 0) {
+        S->ranked_n = 0; /* what it held is evictable now: rank again */
         uint32_t w = window_fence();
         for (size_t i = 0; i < W.n; i++) {
             chunk_t *k = &S->ch[W.chunks[i]];
@@ -214,6 +220,12 @@ void resid_close_window(void)
         S->holds_total -= W.n;
         if (S->hold_waiters > 0)
             pthread_cond_broadcast(&S->unheld);
+        /* what it held may be what the schedule evicts next, for what it
+         * fetches next (Note [Prefetch without harm] in policy.c): while
+         * held, neither could happen */
+        W.n = 0;
+        if (by_schedule())
+            prefetch();
     }
     W.n = 0;
 }
@@ -1572,15 +1584,20 @@ static void prefetch(void)
     S->walk_pos = u.position;
     S->walk_spare = spare;
     S->walk_queued = S->h2d_queued;
+    /* the reclaim thread keeps a block free: a fetch into that one only
+     * makes it evict the top-ranked chunk, so it is that chunk's place,
+     * taken on the same condition (else reclaim and prefetch take turns,
+     * each evicting what the other fetched) */
+    size_t room = spare > 0 ? spare - 1 : 0;
     size_t ok = 0, evict = 0, m = 0;
     lms_status_t st = LMS_OK;
     for (; ok < n; ok++) {
         int64_t slot = S->ahead[ok].blocks_before;
-        if (spare > 0 && slot < (int64_t)spare)
+        if (room > 0 && slot < (int64_t)room)
             continue;
         if (m == 0 && (m = rank_victims()) == 0)
             break;
-        size_t r = slot > (int64_t)spare ? (size_t)slot - spare : 0;
+        size_t r = slot > (int64_t)room ? (size_t)slot - room : 0;
         if (r >= m || S->ranked[r].key <= S->ahead[ok].evict_after)
             break;
         evict = r + 1 > evict ? r + 1 : evict;

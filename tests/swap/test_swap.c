@@ -1747,8 +1747,11 @@ Test(swap, a_learnt_schedule_fetches_less_than_lru_on_a_loop_larger_than_the_dev
     cr_assert_eq(lru_end.prefetch_hits, 0, "LMS_POLICY=lru fetches nothing ahead");
     restart_policy(false);
     uint64_t sched = loop_reads(loop_data(), 8, true, &sched_end);
-    cr_assert_lt(sched, lru, "5 iterations: %llu fetches by the schedule, %llu by LRU",
-                 (unsigned long long)sched, (unsigned long long)lru);
+    /* MIN fetches about 5 of the 12 each iteration here; before prefetch
+     * stopped taking the block the reclaim thread keeps free, the two took
+     * turns and the schedule fetched 41 to 60 in 5 iterations (LRU: 60) */
+    cr_assert_leq(3 * sched, 2 * lru, "5 iterations: %llu fetches by the schedule, %llu by LRU",
+                  (unsigned long long)sched, (unsigned long long)lru);
     cr_assert_gt(sched_end.prefetch_hits, 0, "reads found chunks fetched ahead of them");
 }
 
