@@ -15,7 +15,9 @@
  * not written (the policy finds iterations in the repeating accesses).
  * Lines are written under one lock, in the order the hooks saw the calls,
  * and the file is flushed at exit; a file that cannot be opened is said
- * once in the log and nothing is traced.
+ * once in the log and nothing is traced. A fork flushes it first, and the
+ * child traces nothing: else the child, a DataLoader worker say, would
+ * write the lines still in the parent's buffer a second time at its exit.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -82,6 +84,33 @@ static void close_at_exit(void)
     pthread_mutex_unlock(&trace_lock);
 }
 
+/* Around a fork (pthread_atfork): nothing half-written, nothing buffered
+ * twice; the child's copy of the file is not its to write. */
+static void before_fork(void)
+{
+    pthread_mutex_lock(&trace_lock);
+    if (out != NULL)
+        fflush(out);
+}
+
+static void after_fork_parent(void) { pthread_mutex_unlock(&trace_lock); }
+
+static void after_fork_child(void)
+{
+    out = NULL; /* its buffer is empty: flushed before the fork */
+    __atomic_store_n(&state, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&trace_lock);
+}
+
+/* Outside trace_lock: a fork under way holds glibc's lock of these handlers
+ * while before_fork waits for trace_lock. */
+static void register_fork_handlers(void)
+{
+    if (pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0)
+        base_log(BASE_LOG_WARN, "LMS_TRACE_ACCESSES: a forked child may write the parent's "
+                 "last lines again");
+}
+
 bool trace_on(void)
 {
     int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
@@ -101,6 +130,9 @@ bool trace_on(void)
         __atomic_store_n(&state, s, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&trace_lock);
+    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+    if (s == 2)
+        pthread_once(&fork_once, register_fork_handlers);
     return s == 2;
 }
 
