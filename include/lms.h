@@ -191,7 +191,11 @@ typedef struct lms_stats {
     uint64_t fetches;         /* chunks fetched */
     uint64_t prefetch_hits;   /* chunks an access found fetched ahead of it (landed or
                                  on the way) */
-    uint64_t stall_ns;        /* time callers were blocked waiting for an eviction */
+    uint64_t stall_ns;        /* time callers were blocked waiting for an eviction (or for
+                                 queued work to let go of memory): host time, summed over
+                                 threads. A program that queues work ahead of the device
+                                 waits here whenever the device is full, even while the
+                                 device never idles: not the time swapping costs it */
     uint64_t ooms;            /* calls that failed with LMS_ERR_OUT_OF_MEMORY */
     uint64_t resident_bytes;  /* backed by device memory now */
     uint64_t peak_resident_bytes;
