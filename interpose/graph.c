@@ -32,9 +32,9 @@
  * being captured (graph memory nodes) fail as not supported. A stream that
  * joins a capture through an event it waits for is not let go by lms first:
  * if lms used it before, an eviction may record on it during the capture,
- * which CUDA refuses (and, while chunks are on the host, so may the end of
- * the access window of the launch before: Note [Eviction fences] in
- * swap/residency.c). The per-thread default stream is taken as the legacy
+ * which CUDA refuses or captures, either of which breaks lms's wait on it
+ * (and, while chunks are on the host, so may the end of the access window
+ * of the launch before: Note [Eviction fences] in swap/residency.c). The per-thread default stream is taken as the legacy
  * one, which cannot be captured.
  */
 #define _GNU_SOURCE

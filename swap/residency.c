@@ -140,7 +140,9 @@ typedef struct window {
     uint32_t access;     /* the current resid_back's id (chunk_t.early) */
     bool no_early;       /* it gave back its early steps: it takes no more */
     stream_t *s;         /* the stream its work goes on (NULL: none), */
-    int slot;            /* in this slot */
+    int slot;            /* in this slot, */
+    uint32_t gen;        /* of this generation */
+    bool exiting;        /* its thread is: nothing more is started from it */
 } window_t;
 
 static __thread window_t W;
@@ -150,6 +152,7 @@ static pthread_once_t window_once = PTHREAD_ONCE_INIT;
 static void window_exit(void *arg)
 {
     (void)arg;
+    W.exiting = true; /* a thread-exit destructor: the driver's own state may be gone */
     pthread_mutex_lock(&swap_lock);
     resid_close_window();
     pthread_mutex_unlock(&swap_lock);
@@ -187,6 +190,7 @@ static uint32_t window_fence(void)
 {
     stream_t *s = W.s;
     if (s == NULL || W.slot < 0 || (size_t)W.slot >= S->nstreams || S->streams[W.slot] != s ||
+        S->generation_of[W.slot] != W.gen || W.exiting ||
         (S->host_chunks == 0 && S->evicting == 0))
         return 0;
     uint32_t w = s->windows + 1;
@@ -214,7 +218,7 @@ void resid_close_window(void)
             if (W.s != NULL) {
                 k->last_window = w;
                 k->last_slot = (uint16_t)W.slot;
-                k->last_gen = S->generation_of[W.slot];
+                k->last_gen = W.gen;
             }
         }
         S->holds_total -= W.n;
@@ -224,7 +228,7 @@ void resid_close_window(void)
          * fetches next (Note [Prefetch without harm] in policy.c): while
          * held, neither could happen */
         W.n = 0;
-        if (by_schedule())
+        if (by_schedule() && !W.exiting)
             prefetch();
     }
     W.n = 0;
@@ -1033,9 +1037,15 @@ void resid_placed(alloc_chunks_t used)
     for (size_t c = used.first; c < used.first + used.n; c++) {
         chunk_t *k = &S->ch[c];
         k->free = false;
-        k->streams = 0;
+        /* mapped already (cached), it is reused as is; but work queued
+         * before its free may still be waiting to use it when the free was
+         * released at once (one stream: Note [Stream-ordered free] in
+         * lms.c), so its eviction waits for the default stream, the only
+         * stream then, until swap_sync_released says that work is done */
+        bool old_work = S->cached_pos[c] != 0 && S->released_synced < S->released_at_once;
+        k->streams = old_work ? 1 : 0;
         k->last_window = 0;
-        if (S->cached_pos[c] != 0) { /* mapped already: reused as is */
+        if (S->cached_pos[c] != 0) {
             cached_remove(c);
             lru_touch(c);
         }
@@ -1663,6 +1673,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     W.generation = S->generation;
     W.s = s;
     W.slot = s != NULL ? slot : -1;
+    W.gen = s != NULL ? S->generation_of[slot] : 0;
     /* the chunks, each once and in order, held: no eviction takes them from
      * here on. The list is the thread's window, so it survives lock drops. */
     uint32_t stamp = ++S->stamp, *u = W.chunks;

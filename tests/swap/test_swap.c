@@ -1210,6 +1210,93 @@ Test(swap, an_eviction_waits_for_its_chunks_work_not_for_later_work_on_the_strea
     TEST_OK(lms_stream_destroy(a));
 }
 
+/* With one stream, a free is released at once (Note [Stream-ordered free]):
+ * the chunk stays mapped, and the next allocation may be placed on it while
+ * work queued before the free still waits to use it. An eviction of the new
+ * allocation must wait for that work too: the copy stream is not the
+ * program's. (Before, placement forgot which streams had used the chunk,
+ * the copy out waited for nothing, and the queued fill ran on unmapped
+ * memory: a fault in the sim.) */
+Test(swap, a_chunk_freed_and_placed_again_is_evicted_only_after_its_old_work)
+{
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(NULL);
+    void *p = must_malloc(chunk);
+    fill(p, chunk, 1);
+    test_gate_close();
+    TEST_OK(dev_host_func(dev, ds, test_gate_wait, NULL));
+    TEST_OK(lms_access(p, chunk, LMS_WRITE, NULL));
+    TEST_OK(dev_fill(dev, ds, addr(p), chunk, 2)); /* behind the gate */
+    TEST_OK(lms_free(p, NULL));
+    void *q = must_malloc(chunk);
+    cr_assert_eq(q, p, "q is placed on p's chunk, still mapped");
+    pthread_t opener;
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
+    void *o[LIMIT_CHUNKS]; /* the device's worth: q's chunk goes */
+    for (int i = 0; i < LIMIT_CHUNKS; i++) {
+        o[i] = must_malloc(chunk);
+        TEST_OK(lms_access(o[i], chunk, LMS_OVERWRITE, NULL));
+    }
+    pthread_join(opener, NULL);
+    TEST_OK(lms_stream_synchronize(NULL));
+    fill(q, chunk, 3);
+    EXPECT_FILLED(q, chunk, 3);
+    for (int i = 0; i < LIMIT_CHUNKS; i++)
+        TEST_OK(lms_free(o[i], NULL));
+    TEST_OK(lms_free(q, NULL));
+}
+
+/* Two threads use one chunk on one stream in overlapping windows; the one
+ * closed last records last, after both's work (Note [Eviction fences]). */
+static lms_stream_t overlap_stream;
+static void *overlap_w;
+static atomic_int overlap_step;
+
+static void *overlap_second(void *arg)
+{
+    (void)arg;
+    TEST_OK(lms_access(overlap_w, chunk, LMS_WRITE, overlap_stream));
+    atomic_store(&overlap_step, 1);
+    while (atomic_load(&overlap_step) != 2)
+        usleep(1000);
+    dev_stream_t *ds = swap_stream(overlap_stream);
+    TEST_OK(dev_host_func(swap_device(), ds, test_gate_wait, NULL));
+    TEST_OK(dev_fill(swap_device(), ds, addr(overlap_w), chunk, 9));
+    test_stats(); /* its window closes, after the first thread's */
+    atomic_store(&overlap_step, 3);
+    return NULL;
+}
+
+Test(swap, overlapping_windows_on_one_stream_fence_after_the_work_of_both)
+{
+    void *x = evicted_chunk(3); /* something on the host: windows record */
+    TEST_OK(lms_stream_create(&overlap_stream));
+    overlap_w = must_malloc(chunk);
+    fill_on(overlap_w, chunk, 1, LMS_OVERWRITE, overlap_stream);
+    TEST_OK(lms_stream_synchronize(overlap_stream));
+    test_gate_close();
+    atomic_store(&overlap_step, 0);
+    pthread_t second;
+    pthread_create(&second, NULL, overlap_second, NULL);
+    while (atomic_load(&overlap_step) != 1)
+        usleep(1000);
+    TEST_OK(lms_access(overlap_w, chunk, LMS_READ, overlap_stream));
+    test_stats(); /* this window closes first: its event comes before the gate */
+    atomic_store(&overlap_step, 2);
+    while (atomic_load(&overlap_step) != 3)
+        usleep(1000);
+    pthread_t opener;
+    pthread_create(&opener, NULL, test_gate_open_later, NULL);
+    void **other = chunks_filled(2 * LIMIT_CHUNKS, 10); /* overlap_w goes to the host */
+    pthread_join(opener, NULL);
+    pthread_join(second, NULL);
+    TEST_OK(lms_stream_synchronize(overlap_stream));
+    EXPECT_FILLED(overlap_w, chunk, 9);
+    EXPECT_FILLED(x, chunk, 3);
+    others_hold_their_data_then_go(other);
+    TEST_OK(lms_stream_destroy(overlap_stream));
+}
+
 /* The first call of op on the fetch path fails. Either lms_access returns it
  * (LMS_ERR_DEVICE, naming the op) and a retry succeeds, or, where lms has
  * another way (may_recover: a host wait for a device wait, another block),
