@@ -195,6 +195,7 @@ HIDDEN extern uint64_t swap_epoch; /* atomic */
 HIDDEN void tc_key(lms_stream_t stream);    /* the calling thread's cache, for stream */
 HIDDEN bool tc_free_locked(void *ptr, lms_stream_t stream); /* tc_free, keying and making room */
 HIDDEN void tc_flush(void);                 /* the calling thread's cache */
+HIDDEN void tc_ran_dry(size_t size);        /* a malloc found size's bin empty */
 HIDDEN void tc_invalidate(void);            /* every cache: lms shut down or a stream gone */
 
 /* residency.c */

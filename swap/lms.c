@@ -821,6 +821,7 @@ static lms_status_t malloc_locked(void **ptr, size_t size, lms_stream_t stream)
     tc_key(stream);
     if (tc_malloc(ptr, size, stream))
         goto out;
+    tc_ran_dry(size);
     size_t offset = 0, index = 0;
     deque_t *d = reusable(s, size, &index);
     if (d != NULL) { /* the fast path: this stream's own freed space */

@@ -16,6 +16,8 @@
 typedef struct tc_bin {
     uint32_t n;
     uint32_t slot; /* the class's slot size */
+    size_t floor;  /* the lowest offset a flush sent on since the bin last ran dry
+                      (SIZE_MAX: none): frees above it go on too (Note [Thread caches]) */
     struct {
         size_t off;
         alloc_flag_t *live;
@@ -84,8 +86,8 @@ static inline bool tc_free(void *ptr, lms_stream_t stream)
     if (live == NULL)
         return false;
     tc_bin_t *b = &t->bins[cls];
-    if (b->n == TC_BIN || t->bytes + b->slot > t->limit)
-        return false; /* the locked path makes room */
+    if (b->n == TC_BIN || t->bytes + b->slot > t->limit || off > b->floor)
+        return false; /* the locked path makes room, or sends it on */
     if (!alloc_cache(live))
         return false; /* freed by another thread meanwhile: the locked path says so */
     uint32_t i = b->n; /* its place in the descending order */

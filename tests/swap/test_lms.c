@@ -345,6 +345,31 @@ Test(lms, a_training_loop_gets_the_same_addresses_every_step)
     TEST_OK(lms_stream_destroy(s));
 }
 
+/* The same with more allocations of a class the thread cache serves than a
+ * bin holds (Note [Thread caches]), freed in one fixed, shuffled order each
+ * step: the entries sent on from a full bin used to be passed over for
+ * higher ones freed into it after, and placement never repeated. */
+Test(lms, many_cached_allocations_freed_in_any_order_get_the_same_addresses_every_step)
+{
+    enum { K = 40 };
+    lms_stream_t s;
+    TEST_OK(lms_stream_create(&s));
+    int order[K];
+    for (int i = 0; i < K; i++)
+        order[i] = (i * 17 + 5) % K; /* 17 is prime to 40: a permutation */
+    void *first[K], *again[K];
+    for (int step = 0; step < 6; step++) {
+        void **at = step < 2 ? first : again;
+        for (int i = 0; i < K; i++)
+            at[i] = must_malloc(chunk / 64, s);
+        for (int i = 0; i < K && step >= 2; i++)
+            cr_assert_eq(again[i], first[i], "step %d, allocation %d moved", step, i);
+        for (int i = 0; i < K; i++)
+            TEST_OK(lms_free(at[order[i]], s));
+    }
+    TEST_OK(lms_stream_destroy(s));
+}
+
 Test(lms, reuse_on_a_stream_never_hands_out_less_than_asked)
 {
     /* the slot of the largest small class is as large as the large
