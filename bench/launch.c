@@ -8,8 +8,11 @@
  * (4 KiB). Its launch goes through liblms.so's cuLaunchKernel to a stand-in
  * CUDA (tests/interpose/fake_cuda.h) whose launch only counts it; the same
  * stand-in launch called directly is the baseline, in batches alternating
- * with the hooked ones. One JSON line:
+ * with the hooked ones. One JSON line per case:
  *   {"bench":"launch","case":"scan8","ns_p50":N,...}
+ * and the same with case "scan8_swapping" once more than the device limit
+ * is allocated and written elsewhere, so that chunks are on the host (with
+ * LMS_DEVICE_LIMIT at most 1 GiB; else that line says it was skipped).
  * ns_p50 is the hooked launch's median less the direct one's (target: under
  * 500 ns). Run as LD_PRELOAD=build/liblms.so build/bench/launch: the
  * preload puts lms's hook before the stand-in, as before a real libcuda. The backend is lms's (LMS_BACKEND); the real launch on a GPU,
@@ -66,6 +69,41 @@ static double batch(launch_fn launch, const fake_fn_t *fn, void **params)
     return (now_ns() - t0) / PER_BATCH;
 }
 
+#define MAX_COLD ((uint64_t)1 << 30) /* the swapping case fills the device limit and more */
+
+/* BATCHES alternating batches of each; prints the case's line. *reached
+ * counts the launches the stand-in must have seen so far. */
+static void measure(const char *name, launch_fn hooked, launch_fn direct, const fake_fn_t *fn,
+                    void **params, uint64_t *reached)
+{
+    lms_stats_t before, after;
+    bench_check(lms_stats(&before), "lms_stats");
+    double h[BATCHES], d[BATCHES];
+    for (int b = 0; b < BATCHES; b++) {
+        h[b] = batch(hooked, fn, params);
+        d[b] = batch(direct, fn, params);
+    }
+    bench_check(lms_stats(&after), "lms_stats");
+    *reached += (uint64_t)BATCHES * 2 * PER_BATCH;
+    if (fake_counts().launches != *reached) /* every launch, hooked or not, got there */
+        bench_die("launches went missing on the way to the stand-in");
+    double h50 = bench_quantile(h, BATCHES, 0.5), h90 = bench_quantile(h, BATCHES, 0.9);
+    double d50 = bench_quantile(d, BATCHES, 0.5);
+    char cpu[128];
+    host_cpu(cpu, sizeof cpu);
+    const char *backend = getenv("LMS_BACKEND");
+    printf("{\"bench\":\"launch\",\"case\":\"%s\",\"ns_p50\":%.1f,\"hooked_ns_p50\":%.1f,"
+           "\"hooked_ns_p90\":%.1f,\"direct_ns_p50\":%.1f,\"launches\":%d,\"fetches\":%llu,"
+           "\"host_bytes\":%llu,\"target_ns\":500,\"backend\":",
+           name, h50 - d50, h50, h90, d50, BATCHES * PER_BATCH,
+           (unsigned long long)(after.fetches - before.fetches),
+           (unsigned long long)after.host_bytes);
+    bench_json_string(backend != NULL ? backend : "auto");
+    printf(",\"host_cpu\":");
+    bench_json_string(cpu);
+    printf("}\n");
+}
+
 int main(void)
 {
     /* liblms.so's hook: dlsym answers it for the stand-in's (Note [dlsym]) */
@@ -88,34 +126,29 @@ int main(void)
     static const fake_fn_t fn = {0, 8, {0, 8, 16, 24, 32, 40, 48, 56}, {8, 8, 8, 8, 8, 8, 8, 8}};
     for (int i = 0; i < 16; i++) /* warm: the layout, the stream, the chunks */
         (void)batch(hooked, &fn, params), (void)batch(direct, &fn, params);
-    lms_stats_t before, after;
-    bench_check(lms_stats(&before), "lms_stats");
-    double h[BATCHES], d[BATCHES];
-    for (int b = 0; b < BATCHES; b++) {
-        h[b] = batch(hooked, &fn, params);
-        d[b] = batch(direct, &fn, params);
+    uint64_t reached = 16 * 2 * PER_BATCH;
+    measure("scan8", hooked, direct, &fn, params, &reached);
+    /* again while other memory is on the host: each access window then
+     * records an event after its work (Note [Eviction fences]) */
+    lms_stats_t st;
+    bench_check(lms_stats(&st), "lms_stats");
+    if (st.device_limit > MAX_COLD) {
+        printf("{\"bench\":\"launch\",\"case\":\"scan8_swapping\",\"skipped\":\"the device "
+               "limit is over %llu MiB: set LMS_DEVICE_LIMIT lower\"}\n",
+               (unsigned long long)(MAX_COLD >> 20));
+    } else {
+        void *cold;
+        size_t bytes = (size_t)st.device_limit + (16u << 20);
+        bench_check(lms_malloc(&cold, bytes, NULL), "lms_malloc");
+        for (size_t off = 0; off < bytes; off += 1u << 20)
+            bench_check(lms_access((char *)cold + off, 1u << 20, LMS_OVERWRITE, NULL),
+                        "lms_access");
+        for (int i = 0; i < 16; i++) /* the hot chunk back, and warm again */
+            (void)batch(hooked, &fn, params), (void)batch(direct, &fn, params);
+        reached += 16 * 2 * PER_BATCH;
+        measure("scan8_swapping", hooked, direct, &fn, params, &reached);
+        bench_check(lms_free(cold, NULL), "lms_free");
     }
-    bench_check(lms_stats(&after), "lms_stats");
-    uint64_t reached = fake_counts().launches; /* every launch, hooked or not, got there */
-    if (reached != (uint64_t)(BATCHES + 16) * 2 * PER_BATCH) {
-        fprintf(stderr, "bench/launch: %llu launches reached the stand-in\n",
-                (unsigned long long)reached);
-        return 1;
-    }
-    double h50 = bench_quantile(h, BATCHES, 0.5), h90 = bench_quantile(h, BATCHES, 0.9);
-    double d50 = bench_quantile(d, BATCHES, 0.5);
-    char cpu[128];
-    host_cpu(cpu, sizeof cpu);
-    const char *backend = getenv("LMS_BACKEND");
-    printf("{\"bench\":\"launch\",\"case\":\"scan8\",\"ns_p50\":%.1f,\"hooked_ns_p50\":%.1f,"
-           "\"hooked_ns_p90\":%.1f,\"direct_ns_p50\":%.1f,\"launches\":%d,\"fetches\":%llu,"
-           "\"target_ns\":500,\"backend\":",
-           h50 - d50, h50, h90, d50, BATCHES * PER_BATCH,
-           (unsigned long long)(after.fetches - before.fetches));
-    bench_json_string(backend != NULL ? backend : "auto");
-    printf(",\"host_cpu\":");
-    bench_json_string(cpu);
-    printf("}\n");
     for (int i = 0; i < 8; i++)
         bench_check(lms_free(p[i], NULL), "lms_free");
     return 0;
