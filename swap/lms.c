@@ -458,7 +458,8 @@ static void print_stats(const lms_stats_t *t)
     char a[32], b[32], c[32], d[32], e[32];
     fprintf(stderr,
             "lms stats: %s fetched (%llu chunks), %s evicted (%llu chunks), %llu clean drops, "
-            "%.3f s callers waited for device memory, peak resident %s of %s, %s on host now, %llu out-of-memory failures\n",
+            "%.3f s callers waited for device memory, peak resident %s of %s, %s on host now, "
+            "%llu out-of-memory failures\n",
             swap_fmt(t->bytes_h2d, a), (unsigned long long)t->fetches, swap_fmt(t->bytes_d2h, b),
             (unsigned long long)t->evictions, (unsigned long long)t->clean_drops,
             (double)t->stall_ns / 1e9, swap_fmt(t->peak_resident_bytes, c),

@@ -1042,10 +1042,10 @@ void resid_placed(alloc_chunks_t used)
          * released at once (one stream: Note [Stream-ordered free] in
          * lms.c), so its eviction waits for the default stream, the only
          * stream then, until swap_sync_released says that work is done */
-        bool old_work = S->cached_pos[c] != 0 && S->released_synced < S->released_at_once;
-        k->streams = old_work ? 1 : 0;
+        bool cached = S->cached_pos[c] != 0;
+        k->streams = cached && S->released_synced < S->released_at_once ? 1 : 0;
         k->last_window = 0;
-        if (S->cached_pos[c] != 0) {
+        if (cached) {
             cached_remove(c);
             lru_touch(c);
         }
@@ -1362,8 +1362,13 @@ static bool takes_block(const chunk_t *k, size_t partial, bool early)
 /* Copies in the fetches of the newly mapped chunks u[i..j) (one run of
  * consecutive chunks), a run of consecutive host copies at a time, onto *x
  * (made on first use); marks them copied. */
+typedef struct copied_in {
+    size_t first, last; /* the lowest and highest chunk copied (first SIZE_MAX: none) */
+    size_t n;           /* how many */
+} copied_in_t;
+
 static lms_status_t fetch_piece(const uint32_t *u, size_t i, size_t j, xfer_t **x,
-                                size_t *first_fetch, size_t *last_fetch)
+                                copied_in_t *in)
 {
     lms_status_t st = LMS_OK;
     while (i < j && st == LMS_OK) {
@@ -1382,8 +1387,9 @@ static lms_status_t fetch_piece(const uint32_t *u, size_t i, size_t j, xfer_t **
         if (st == LMS_OK) {
             for (size_t m = i; m < e; m++)
                 S->ch[u[m]].acc |= 8; /* copied */
-            *first_fetch = *first_fetch < u[i] ? *first_fetch : u[i];
-            *last_fetch = u[e - 1];
+            in->first = in->first < u[i] ? in->first : u[i];
+            in->last = u[e - 1];
+            in->n += e - i;
         }
         i = e;
     }
@@ -1436,7 +1442,7 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
     *brought = mapped;
     /* a piece of consecutive newly mapped chunks at a time: access, then its
      * copies in, which run while the next piece is made accessible */
-    size_t first_fetch = SIZE_MAX, last_fetch = 0;
+    copied_in_t in = {SIZE_MAX, 0, 0};
     xfer_t *x = NULL;
     for (size_t i = 0; i < mapped && st == LMS_OK;) {
         if (!(S->ch[u[i]].acc & 4)) {
@@ -1450,15 +1456,12 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
             break;
         for (size_t m = i; m < j; m++)
             S->ch[u[m]].acc |= ACCESSIBLE;
-        st = fetch_piece(u, i, j, &x, &first_fetch, &last_fetch);
+        st = fetch_piece(u, i, j, &x, &in);
         i = j;
     }
-    if (first_fetch != SIZE_MAX) {
-        size_t copied = 0;
-        for (size_t i = 0; i < mapped; i++)
-            copied += (S->ch[u[i]].acc & 8) != 0;
-        xfer_start(x, first_fetch, last_fetch + 1 - first_fetch, copied, false);
-    } else
+    if (in.n > 0)
+        xfer_start(x, in.first, in.last + 1 - in.first, in.n, false);
+    else
         xfer_discard(x);
     size_t kept = 0, fetched = 0;
     for (size_t i = 0; i < mapped; i++) {
