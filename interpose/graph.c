@@ -10,6 +10,12 @@
  *    (lms_stream_unadopt: it waits for the stream's queued work), so that
  *    no eviction records an event on it while it is captured; the stream is
  *    adopted again at its first call after the capture.
+ *  - A stream joins a capture when it waits for an event recorded on one
+ *    of the capture's streams. While a capture is in progress, lms lets go
+ *    of a stream that is about to wait for an event (it cannot tell a
+ *    capture's event from another), unless the stream is captured
+ *    already: the join comes after, so lms records nothing on the stream
+ *    during the capture either. Outside captures a wait costs one load.
  *  - A launch, copy, memset or collective on a stream being captured pins
  *    the whole lms allocations it touches (lms_pin: resident now, waited
  *    for on the host, for any stream) instead of making them resident on the
@@ -29,13 +35,12 @@
  * What stays outside: graphs built node by node (cudaGraphAddKernelNode)
  * and nodes changed after capture (cudaGraphExecUpdate, SetParams): pin
  * their memory with lms_pin. Stream-ordered allocation and free on a stream
- * being captured (graph memory nodes) fail as not supported. A stream that
- * joins a capture through an event it waits for is not let go by lms first:
- * if lms used it before, an eviction may record on it during the capture,
- * which CUDA refuses or captures, either of which breaks lms's wait on it
- * (and, while chunks are on the host, so may the end of the access window
- * of the launch before: Note [Eviction fences] in swap/residency.c). The per-thread default stream is taken as the legacy
- * one, which cannot be captured.
+ * being captured (graph memory nodes) fail as not supported. A wait for an
+ * event during some other thread's capture makes lms let go of the
+ * waiting stream too (a host wait for its queued work, then the stream is
+ * adopted again at its next call): correct, and slower only while
+ * captures run. The per-thread default stream is taken as the legacy one,
+ * which cannot be captured (nor join one).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -201,6 +206,17 @@ lms_status_t graph_capture_beginning(void *stream)
     relax_end(old);
     if (st == LMS_OK)
         __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
+    return st;
+}
+
+lms_status_t graph_stream_waiting(void *stream)
+{
+    if (__atomic_load_n(&active, __ATOMIC_ACQUIRE) == 0 || (uintptr_t)stream <= 2 ||
+        graph_capturing(stream))
+        return LMS_OK;
+    CUstreamCaptureMode old = relax();
+    lms_status_t st = lms_stream_unadopt(stream);
+    relax_end(old);
     return st;
 }
 

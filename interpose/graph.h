@@ -32,6 +32,11 @@ lms_status_t graph_pin_pointers(void *stream, const void *const *ptrs, size_t n)
 lms_status_t graph_capture_beginning(void *stream);
 void graph_capture_begun(bool began);
 
+/* Before `stream` waits for an event, which joins it to a capture if the
+ * event was recorded in one: while a capture is in progress, lms lets go
+ * of the stream unless it is captured already. One load otherwise. */
+lms_status_t graph_stream_waiting(void *stream);
+
 /* Before CUDA ends the capture on `stream`: its id, false if the stream is
  * not being captured. After: graph_capture_ended with that id and the
  * graph made (NULL if none was): the capture's pins pass to the graph, or

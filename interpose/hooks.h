@@ -87,8 +87,9 @@
     X(nccl, ncclResult_t, ncclGroupEnd, (void), ())                                          \
     LMS_GRAPH_HOOKS(X)
 
-/* CUDA graphs: capture, instantiation, clones and destruction (answered by
- * hook_<name> in interpose.c, Note [Graph capture] in graph.c). */
+/* CUDA graphs: capture, streams joining one (waits for events),
+ * instantiation, clones and destruction (answered by hook_<name> in
+ * interpose.c, Note [Graph capture] in graph.c). */
 #define LMS_GRAPH_HOOKS(X)                                                                    \
     X(rt, cudaError_t, cudaStreamBeginCapture, (cudaStream_t stream,                          \
       enum cudaStreamCaptureMode mode), (stream, mode))                                       \
@@ -107,6 +108,10 @@
       (stream, pGraph))                                                                       \
     X(rt, cudaError_t, cudaStreamEndCapture_ptsz, (cudaStream_t stream, cudaGraph_t *pGraph), \
       (stream, pGraph))                                                                       \
+    X(rt, cudaError_t, cudaStreamWaitEvent, (cudaStream_t stream, cudaEvent_t event,          \
+      unsigned int flags), (stream, event, flags))                                            \
+    X(rt, cudaError_t, cudaStreamWaitEvent_ptsz, (cudaStream_t stream, cudaEvent_t event,     \
+      unsigned int flags), (stream, event, flags))                                            \
     X(rt, cudaError_t, cudaGraphInstantiate, (cudaGraphExec_t *pGraphExec, cudaGraph_t graph, \
       unsigned long long flags), (pGraphExec, graph, flags))                                  \
     X(rt, cudaError_t, cudaGraphInstantiateWithFlags, (cudaGraphExec_t *pGraphExec,           \
@@ -137,6 +142,10 @@
       (hStream, phGraph))                                                                     \
     X(drv, CUresult, cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph),           \
       (hStream, phGraph))                                                                     \
+    X(drv, CUresult, cuStreamWaitEvent, (CUstream hStream, CUevent hEvent, unsigned int Flags), \
+      (hStream, hEvent, Flags))                                                               \
+    X(drv, CUresult, cuStreamWaitEvent_ptsz, (CUstream hStream, CUevent hEvent,                \
+      unsigned int Flags), (hStream, hEvent, Flags))                                          \
     X(drv, CUresult, cuGraphInstantiateWithFlags, (CUgraphExec *phGraphExec, CUgraph hGraph,  \
       unsigned long long flags), (phGraphExec, hGraph, flags))                                \
     X(drv, CUresult, cuGraphInstantiateWithParams, (CUgraphExec *phGraphExec, CUgraph hGraph, \

@@ -26,7 +26,9 @@
  * collectives what they read and write (access.h). Stream destroys let lms
  * forget the stream first. Lookups by name answer lms's wrappers (Note
  * [Lookups by name]). Graph capture pins what captured calls touch for the
- * life of the graphs made from it (Note [Graph capture] in graph.c). Not
+ * life of the graphs made from it, and a stream that may be joining a
+ * capture (a wait for an event) is let go of first (Note [Graph capture]
+ * in graph.c). Not
  * hooked yet: batched copies
  * (cudaMemcpyBatchAsync, whose signature changed between CUDA 12.8 and 13),
  * copies to and from CUDA arrays whose linear side is lms's, and peer
@@ -519,6 +521,23 @@ static cudaError_t hook_cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph
     CAPTURE_END(stream, pGraph, REAL_OR(cudaStreamEndCapture_ptsz, (stream, pGraph), MISSING_rt));
 }
 
+/* lms lets go of a stream that may be joining a capture (graph_stream_waiting). */
+#define STREAM_WAIT(lib, stream, real_call)                                                  \
+    GRAPH_CALL(real_call, lms_status_t st_ = said(graph_stream_waiting(stream));             \
+               if (st_ != LMS_OK) return lib##_error(st_), (void)0)
+
+static cudaError_t hook_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                            unsigned int flags)
+{
+    STREAM_WAIT(rt, stream, REAL_OR(cudaStreamWaitEvent, (stream, event, flags), MISSING_rt));
+}
+
+static cudaError_t hook_cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event,
+                                                 unsigned int flags)
+{
+    STREAM_WAIT(rt, stream, REAL_OR(cudaStreamWaitEvent_ptsz, (stream, event, flags), MISSING_rt));
+}
+
 static cudaError_t hook_cudaGraphInstantiate(cudaGraphExec_t *pExec, cudaGraph_t graph,
                                              unsigned long long flags)
 {
@@ -599,6 +618,16 @@ static CUresult hook_cuStreamEndCapture(CUstream stream, CUgraph *pGraph)
 static CUresult hook_cuStreamEndCapture_ptsz(CUstream stream, CUgraph *pGraph)
 {
     CAPTURE_END(stream, pGraph, REAL_OR(cuStreamEndCapture_ptsz, (stream, pGraph), MISSING_drv));
+}
+
+static CUresult hook_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
+{
+    STREAM_WAIT(drv, stream, REAL_OR(cuStreamWaitEvent, (stream, event, flags), MISSING_drv));
+}
+
+static CUresult hook_cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned int flags)
+{
+    STREAM_WAIT(drv, stream, REAL_OR(cuStreamWaitEvent_ptsz, (stream, event, flags), MISSING_drv));
 }
 
 static CUresult hook_cuGraphInstantiateWithFlags(CUgraphExec *pExec, CUgraph graph,

@@ -32,8 +32,12 @@ static fake_counts_t counts;
 API void fake_expect(const void *base, size_t bytes, uint64_t seed)
 {
     pthread_mutex_lock(&lock);
-    if (nexpect < MAX_EXPECT)
-        expect[nexpect++] = (typeof(expect[0])){base, bytes, seed};
+    size_t i = 0;
+    while (i < nexpect && expect[i].base != base) /* memory allocated again: its new pattern */
+        i++;
+    if (i < MAX_EXPECT)
+        expect[i] = (typeof(expect[0])){base, bytes, seed};
+    nexpect += i == nexpect && i < MAX_EXPECT;
     pthread_mutex_unlock(&lock);
 }
 
@@ -101,16 +105,33 @@ typedef struct fake_graph {
     struct { const fake_fn_t *fn; unsigned char bytes[FAKE_MAX_PARAMS][64]; } k[MAX_CAPTURED];
 } fake_graph_t;
 
-static void *capturing;        /* the stream being captured, NULL: none */
+#define MAX_JOINED 4
+static void *capturing;        /* the stream the capture began on, NULL: none */
+static void *joined[MAX_JOINED];        /* streams that joined it through an event */
+static void *capture_events[MAX_JOINED]; /* events recorded on the capture's streams */
+static size_t njoined, nevents;
 static uint64_t capture_id;
 static fake_graph_t *captured; /* what it recorded */
 static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
-/* Records a launch on the stream being captured (lock held); false if the
+/* Whether stream is in the capture (lock held). */
+static int in_capture(void *stream)
+{
+    if (capturing == NULL)
+        return 0;
+    if (stream == capturing)
+        return 1;
+    for (size_t i = 0; i < njoined; i++)
+        if (joined[i] == stream)
+            return 1;
+    return 0;
+}
+
+/* Records a launch on a stream being captured (lock held); false if the
  * stream is not being captured. */
 static int record(const fake_fn_t *fn, void *stream, void **params)
 {
-    if (capturing == NULL || stream != capturing || params == NULL || captured->n == MAX_CAPTURED)
+    if (!in_capture(stream) || params == NULL || captured->n == MAX_CAPTURED)
         return 0;
     size_t k = captured->n++;
     captured->k[k].fn = fn;
@@ -556,6 +577,7 @@ API CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph)
         *graph = (CUgraph)captured;
         capturing = NULL;
         captured = NULL;
+        njoined = nevents = 0;
         r = CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&lock);
@@ -568,7 +590,7 @@ API CUresult cuStreamGetCaptureInfo_v3(CUstream stream, CUstreamCaptureStatus *s
 {
     pthread_mutex_lock(&lock);
     counts.capture_queries++;
-    int on = capturing != NULL && stream == capturing;
+    int on = in_capture(stream);
     *status = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     if (id != NULL)
         *id = on ? capture_id : 0;
@@ -595,6 +617,40 @@ API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
         pthread_mutex_unlock(&lock);
     }
     return CUDA_SUCCESS;
+}
+
+/* An event recorded on a stream being captured is the capture's; a stream
+ * that waits for it joins the capture. Events need no creating. */
+API CUresult cuEventRecord(CUevent event, CUstream stream)
+{
+    pthread_mutex_lock(&lock);
+    size_t i = 0;
+    while (i < nevents && capture_events[i] != event)
+        i++;
+    if (i < nevents)
+        capture_events[i] = capture_events[--nevents]; /* recorded again */
+    if (in_capture(stream) && nevents < MAX_JOINED)
+        capture_events[nevents++] = event;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
+{
+    (void)flags;
+    pthread_mutex_lock(&lock);
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < nevents; i++)
+        if (capture_events[i] == event && !in_capture(stream)) {
+            if (njoined == MAX_JOINED || stream == NULL)
+                r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION; /* the legacy stream cannot join */
+            else {
+                joined[njoined++] = stream;
+                counts.joins++;
+            }
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 API int fake_thread_mode_is_global(void) { return thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL; }
@@ -645,6 +701,16 @@ API cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptu
 API cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 {
     return rt(cuStreamEndCapture((CUstream)stream, (CUgraph *)graph));
+}
+
+API cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    return rt(cuEventRecord((CUevent)event, (CUstream)stream));
+}
+
+API cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    return rt(cuStreamWaitEvent((CUstream)stream, (CUevent)event, flags));
 }
 
 API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)

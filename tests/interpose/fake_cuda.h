@@ -10,13 +10,16 @@
  *
  * A launch "runs the kernel" at once, on the calling thread: for every
  * 8-byte word of its parameters that points into a range given to
- * fake_expect, it reads that range's first, middle and last words until
+ * fake_expect (given again for the same base: the new pattern), it reads
+ * that range's first, middle and last words until
  * they hold the expected pattern (the data may still be on its way, as a
  * kernel's would be behind a stream wait), failing after 10 s. A range
  * that is not mapped faults, as a kernel on unmapped memory would.
  *
- * Graphs: one stream at a time may be captured (cuStreamBeginCapture_v2);
- * launches on it in the kernelParams form are recorded, the first 64 bytes
+ * Graphs: one capture at a time (cuStreamBeginCapture_v2); a stream that
+ * waits for an event recorded on a stream being captured joins it (up to
+ * four), as in CUDA. Launches on its streams in the kernelParams form are
+ * recorded, the first 64 bytes
  * of each parameter copied, instead of run, and run at each cuGraphLaunch
  * of an executable graph made from the capture. The runtime's capture,
  * instantiate, launch and destroy calls go through the driver's, as the
@@ -65,6 +68,7 @@ typedef struct fake_counts {
     uint64_t captured;        /* launches recorded into a graph rather than run */
     uint64_t capture_queries; /* cuStreamGetCaptureInfo calls */
     uint64_t relaxed;         /* threads set to the relaxed capture mode */
+    uint64_t joins;           /* streams that joined a capture through an event */
 } fake_counts_t;
 
 void fake_expect(const void *base, size_t bytes, uint64_t seed);

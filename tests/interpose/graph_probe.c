@@ -14,7 +14,8 @@
  * is destroyed. A freed allocation leaves its graph's pins, stream-ordered
  * allocation in a capture fails, once the runtime's capture (through the
  * driver's) ended no launch asks the driver about captures, and lms leaves
- * the thread's capture mode as it found it.
+ * the thread's capture mode as it found it. A stream that joins a capture
+ * by waiting for an event recorded in it is let go of before the wait.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -138,6 +139,46 @@ int main(void)
     CHECK(pinned() == SIZE, "the graph's end left the new allocation's pin: %llu bytes",
           (unsigned long long)pinned());
     CHECK(lms_unpin((void *)(uintptr_t)buf[7], SIZE) == LMS_OK, "unpin");
+
+    /* a stream that joins a capture through an event: lms lets go of it
+     * before its wait, and what it launches in the capture is pinned */
+    CUevent ex = (CUevent)(uintptr_t)0xe1, ey = (CUevent)(uintptr_t)0xe2;
+    lms_stream_t on_y;
+    stand_in_write(buf[7], SIZE, 107); /* allocated again above */
+    CHECK(launch2(buf[0], buf[1], y) == CUDA_SUCCESS, "a launch on y");
+    CHECK(lms_stream_adopt((void *)y, &on_y) == LMS_OK, "adopt y");
+    c = fake_counts();
+    CHECK(cuStreamWaitEvent(y, ex, 0) == CUDA_SUCCESS && lms_stream_synchronize(on_y) == LMS_OK &&
+              fake_counts().capture_queries == c.capture_queries,
+          "with no capture in progress, a wait leaves the stream to lms and asks the driver nothing");
+    CHECK(cuStreamBeginCapture(x, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS, "capture x");
+    CHECK(cuEventRecord(ex, x) == CUDA_SUCCESS, "record an event on x");
+    c = fake_counts();
+    CHECK(cudaStreamWaitEvent((cudaStream_t)y, (cudaEvent_t)ex, 0) == cudaSuccess &&
+              fake_counts().joins == c.joins + 1,
+          "y waits for it: y joins the capture");
+    CHECK(lms_stream_synchronize(on_y) == LMS_ERR_INVALID, "lms let go of y before it joined");
+    CHECK(fake_thread_mode_is_global(), "...and gave the thread its capture mode back");
+    c = fake_counts();
+    CHECK(launch2(buf[2], buf[3], y) == CUDA_SUCCESS && fake_counts().captured == c.captured + 1 &&
+              fake_counts().launches == c.launches,
+          "a launch on y is captured");
+    CHECK(pinned() == 2 * SIZE, "...and pins what it touches: %llu bytes",
+          (unsigned long long)pinned());
+    CHECK(cuEventRecord(ey, y) == CUDA_SUCCESS && cuStreamWaitEvent(x, ey, 0) == CUDA_SUCCESS,
+          "x waits for y");
+    CHECK(cuStreamEndCapture(x, &g) == CUDA_SUCCESS && cuGraphInstantiate(&e, g, 0) == CUDA_SUCCESS &&
+              cuGraphDestroy(g) == CUDA_SUCCESS,
+          "end the capture, instantiate");
+    for (int i = 5; i < N; i++) { /* (buf[4] holds the first capture's memset) */
+        c = fake_counts();
+        CHECK(launch2(buf[i], buf[i + 1 < N ? i + 1 : 5], y) == CUDA_SUCCESS, "launch on y");
+        expect_checked(c.checked, 2, "y, after the capture");
+    }
+    c = fake_counts();
+    CHECK(cuGraphLaunch(e, x) == CUDA_SUCCESS, "graph launch");
+    expect_checked(c.checked, 2, "the launch captured on y found its memory resident");
+    CHECK(cuGraphExecDestroy(e) == CUDA_SUCCESS && pinned() == 0, "its end drops the pins");
 
     for (int i = 0; i < N; i++)
         CHECK(cuMemFree(buf[i]) == CUDA_SUCCESS, "cuMemFree %d", i);
