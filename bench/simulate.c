@@ -131,19 +131,29 @@ typedef struct options {
     sim_config_t cfg;
 } options_t;
 
+static void print_ratio(const char *name, bool have, double v)
+{
+    if (have)
+        printf(",\"%s\":%.4f", name, v);
+    else
+        printf(",\"%s\":null", name);
+}
+
 static void print_row(const sim_workload_t *w, const row_t *row, uint64_t footprint)
 {
     const sim_result_t *r = &row->r;
     double step = (double)r->step_ns, stall = step - (double)r->compute_ns;
     printf("{\"bench\":\"simulate\",\"workload\":");
     bench_json_string(w->name);
-    printf(",\"oversub\":%.4g,\"policy\":\"%s\",\"step_over_lower_bound\":%.4f,"
-           "\"stall_fraction\":%.4f,\"bytes_moved\":%llu,\"step_ms\":%.3f,\"lower_bound_ms\":%.3f,"
+    printf(",\"oversub\":%.4g,\"policy\":\"%s\"", row->oversub, sim_policy_name[row->pol]);
+    /* a trace without compute time, at a ratio that moves nothing, has no bound */
+    print_ratio("step_over_lower_bound", row->lb_ns > 0, step / row->lb_ns);
+    printf(",\"stall_fraction\":%.4f,\"bytes_moved\":%llu,\"step_ms\":%.3f,\"lower_bound_ms\":%.3f,"
            "\"compute_ms\":%.3f,\"stall_ms\":%.3f,\"bound\":\"%s\",\"bytes_h2d\":%llu,"
            "\"bytes_d2h\":%llu,\"prefetched\":%llu,\"footprint_bytes\":%llu,\"device_bytes\":%llu,"
            "\"in_min_bytes\":%llu,\"out_min_bytes\":%llu,\"fetches\":%llu,\"evictions\":%llu,"
            "\"clean_drops\":%llu,\"following\":%s",
-           row->oversub, sim_policy_name[row->pol], step / row->lb_ns, step > 0 ? stall / step : 0,
+           step > 0 ? stall / step : 0,
            (unsigned long long)(r->h2d + r->d2h), step / 1e6, row->lb_ns / 1e6,
            (double)r->compute_ns / 1e6, stall / 1e6, row->bound, (unsigned long long)r->h2d,
            (unsigned long long)r->d2h, (unsigned long long)r->prefetched,
@@ -166,14 +176,6 @@ static const row_t *find_row(const row_t *rows, size_t n, double oversub, sim_po
     return NULL;
 }
 
-static void print_ratio(const char *name, bool have, double v)
-{
-    if (have)
-        printf(",\"%s\":%.4f", name, v);
-    else
-        printf(",\"%s\":null", name);
-}
-
 /* The targets beside what the rows measured. */
 static void print_summary(const sim_workload_t *w, const row_t *rows, size_t n)
 {
@@ -188,8 +190,8 @@ static void print_summary(const sim_workload_t *w, const row_t *rows, size_t n)
         const row_t *r = &rows[i];
         if (r->pol != SIM_SCHEDULE)
             continue;
-        double ratio = (double)r->r.step_ns / r->lb_ns;
-        if (r->oversub <= 2 + 1e-9) {
+        double ratio = r->lb_ns > 0 ? (double)r->r.step_ns / r->lb_ns : 0; /* 0: no bound */
+        if (r->oversub <= 2 + 1e-9 && r->lb_ns > 0) {
             le2_rows++;
             lb_max = ratio > lb_max ? ratio : lb_max;
             if (strcmp(r->bound, "compute") == 0) {
@@ -201,17 +203,19 @@ static void print_summary(const sim_workload_t *w, const row_t *rows, size_t n)
             const row_t *o = find_row(rows, n, r->oversub, p);
             if (o == NULL)
                 continue;
-            double x = (double)r->r.step_ns / (double)o->r.step_ns;
-            worst = x > worst ? x : worst;
             never_slower &= r->r.step_ns <= o->r.step_ns;
+            if (o->r.step_ns > 0) {
+                double x = (double)r->r.step_ns / (double)o->r.step_ns;
+                worst = x > worst ? x : worst;
+            }
         }
     }
-    bool have2 = s2 != NULL && l2 != NULL;
+    bool have2 = s2 != NULL && l2 != NULL && s2->r.step_ns > 0;
     double speedup = have2 ? (double)l2->r.step_ns / (double)s2->r.step_ns : 0;
     print_ratio("schedule_vs_lru_at_2x", have2, speedup);
     /* no policy beats the lower bound: LRU's distance from it caps the target */
-    print_ratio("any_policy_vs_lru_at_2x_at_most", have2,
-                have2 ? (double)l2->r.step_ns / l2->lb_ns : 0);
+    print_ratio("any_policy_vs_lru_at_2x_at_most", have2 && l2->lb_ns > 0,
+                have2 && l2->lb_ns > 0 ? (double)l2->r.step_ns / l2->lb_ns : 0);
     printf(",\"target_schedule_vs_lru_at_2x\":2.0");
     printf(",\"met_schedule_vs_lru_at_2x\":%s", !have2 ? "null" : speedup >= 2 ? "true" : "false");
     print_ratio("schedule_over_lb_compute_bound_le_2x", compute_rows > 0, lb_max_compute);
