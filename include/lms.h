@@ -182,28 +182,35 @@ LMS_API lms_status_t lms_pin(const void *ptr, size_t bytes);
 LMS_API lms_status_t lms_unpin(const void *ptr, size_t bytes);
 
 /* Counters since lms_init, and the current residency. Byte counts and chunk
- * counts are of whole chunks (the unit lms moves). */
+ * counts are of whole chunks (the unit lms moves). The fields, in order, are
+ * one list, LMS_STATS_FIELDS(X): X(name) for each uint64_t field of
+ * lms_stats_t (the timeline writes otherData.stats from it). */
+#define LMS_STATS_FIELDS(X)                                                                  \
+    X(bytes_h2d)           /* fetched to the device */                                       \
+    X(bytes_d2h)           /* copied out to host memory */                                   \
+    X(evictions)           /* chunks evicted with a copy */                                  \
+    X(clean_drops)         /* chunks evicted without one: their host copy was current */     \
+    X(fetches)             /* chunks fetched */                                              \
+    X(prefetch_hits)       /* chunks an access found fetched ahead of it (landed or on the   \
+                              way) */                                                        \
+    X(stall_ns)            /* time callers were blocked waiting for an eviction (or for      \
+                              queued work to let go of memory): host time, summed over       \
+                              threads. A program that queues work ahead of the device waits  \
+                              here whenever the device is full, even while the device never  \
+                              idles: not the time swapping costs it */                       \
+    X(ooms)                /* calls that failed with LMS_ERR_OUT_OF_MEMORY */                \
+    X(resident_bytes)      /* backed by device memory now */                                 \
+    X(peak_resident_bytes) /* the most resident_bytes has been */                            \
+    X(host_bytes)          /* held in host memory now (copies of resident chunks included) */ \
+    X(pinned_bytes)        /* in chunks pinned now */                                        \
+    X(allocated_bytes)     /* chunks allocations occupy */                                   \
+    X(device_limit)        /* the device memory lms may use now */                           \
+    X(host_limit)          /* the host memory it may swap to; 0: it does not swap */
+
 typedef struct lms_stats {
-    uint64_t bytes_h2d;       /* fetched to the device */
-    uint64_t bytes_d2h;       /* copied out to host memory */
-    uint64_t evictions;       /* chunks evicted with a copy */
-    uint64_t clean_drops;     /* chunks evicted without one: their host copy was current */
-    uint64_t fetches;         /* chunks fetched */
-    uint64_t prefetch_hits;   /* chunks an access found fetched ahead of it (landed or
-                                 on the way) */
-    uint64_t stall_ns;        /* time callers were blocked waiting for an eviction (or for
-                                 queued work to let go of memory): host time, summed over
-                                 threads. A program that queues work ahead of the device
-                                 waits here whenever the device is full, even while the
-                                 device never idles: not the time swapping costs it */
-    uint64_t ooms;            /* calls that failed with LMS_ERR_OUT_OF_MEMORY */
-    uint64_t resident_bytes;  /* backed by device memory now */
-    uint64_t peak_resident_bytes;
-    uint64_t host_bytes;      /* held in host memory now (copies of resident chunks included) */
-    uint64_t pinned_bytes;    /* in chunks pinned now */
-    uint64_t allocated_bytes; /* chunks allocations occupy */
-    uint64_t device_limit;
-    uint64_t host_limit;
+#define LMS_STATS_FIELD_(name) uint64_t name;
+    LMS_STATS_FIELDS(LMS_STATS_FIELD_)
+#undef LMS_STATS_FIELD_
 } lms_stats_t;
 LMS_API lms_status_t lms_stats(lms_stats_t *stats);
 

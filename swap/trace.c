@@ -49,16 +49,6 @@
 #define MEMORY_EVERY_NS 100000u        /* 100 us between memory counters */
 #define FLUSH_EVERY_NS 1000000000u     /* the buffer reaches the file at least this often */
 
-/* The fields of lms_stats_t, in lms.h's order, written into otherData.stats. */
-#define STATS_FIELDS(X)                                                                      \
-    X(bytes_h2d) X(bytes_d2h) X(evictions) X(clean_drops) X(fetches) X(prefetch_hits)        \
-    X(stall_ns) X(ooms) X(resident_bytes) X(peak_resident_bytes) X(host_bytes)              \
-    X(pinned_bytes) X(allocated_bytes) X(device_limit) X(host_limit)
-#define COUNT_FIELD(f) +1
-_Static_assert(sizeof(lms_stats_t) == (0 STATS_FIELDS(COUNT_FIELD)) * sizeof(uint64_t),
-               "STATS_FIELDS names every field of lms_stats_t");
-#undef COUNT_FIELD
-
 bool timeline_on;
 
 static pthread_mutex_t timeline_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -440,7 +430,7 @@ void timeline_finish(const lms_stats_t *st)
 #define STATS_FIELD(f)                                                                       \
     n += (size_t)snprintf(stats + n, sizeof stats - n, "%s\"" #f "\":%" PRIu64,              \
                           n == 0 ? "" : ",", st->f);
-    STATS_FIELDS(STATS_FIELD)
+    LMS_STATS_FIELDS(STATS_FIELD)
 #undef STATS_FIELD
     int len = snprintf(other, sizeof other,
                        "],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"lms\":\"timeline 1\","

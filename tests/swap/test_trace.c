@@ -207,15 +207,11 @@ static const struct {
     size_t offset;
 } stats_fields[] = {
 #define STATS_FIELD(f) {#f, offsetof(lms_stats_t, f)},
-    STATS_FIELD(bytes_h2d) STATS_FIELD(bytes_d2h) STATS_FIELD(evictions)
-    STATS_FIELD(clean_drops) STATS_FIELD(fetches) STATS_FIELD(prefetch_hits)
-    STATS_FIELD(stall_ns) STATS_FIELD(ooms) STATS_FIELD(resident_bytes)
-    STATS_FIELD(peak_resident_bytes) STATS_FIELD(host_bytes) STATS_FIELD(pinned_bytes)
-    STATS_FIELD(allocated_bytes) STATS_FIELD(device_limit) STATS_FIELD(host_limit)
+    LMS_STATS_FIELDS(STATS_FIELD)
 #undef STATS_FIELD
 };
 _Static_assert(sizeof stats_fields / sizeof *stats_fields * sizeof(uint64_t) == sizeof(lms_stats_t),
-               "the test names every field of lms_stats_t");
+               "lms_stats_t is its uint64_t fields, no padding or other member");
 
 /* otherData.stats is exactly st: every field of lms_stats_t, by name, as an integer. */
 static void expect_stats(const timeline_t *tl, const lms_stats_t *st)
