@@ -152,6 +152,7 @@ struct policy {
     uint64_t iterations, found;
     uint64_t *last, clock;
     uint64_t version; /* policy_version */
+    uint64_t basis;   /* policy_basis */
     uint64_t missbits; /* the last POLICY_WINDOW events, 1 = missed */
     uint64_t hits, misses, fallbacks;
     bool following;
@@ -265,6 +266,7 @@ static lms_status_t commit(policy_t *p, size_t from)
     p->capcur = cap;
     p->ncur = 0;
     p->pos = 0;
+    p->basis++;
     p->iterations++;
     p->detecting = false;
     p->ncand = 0;
@@ -290,6 +292,8 @@ bool policy_following(const policy_t *p) { return p->following; }
 
 uint64_t policy_version(const policy_t *p) { return p->version; }
 
+uint64_t policy_basis(const policy_t *p) { return p->basis; }
+
 static void note_match(policy_t *p, bool hit)
 {
     p->missbits = p->missbits << 1 | !hit;
@@ -300,6 +304,7 @@ static void note_match(policy_t *p, bool hit)
     bool was = p->following;
     p->following = !p->lru_only && (unsigned)__builtin_popcountll(p->missbits) <= p->max_misses;
     p->fallbacks += was && !p->following;
+    p->basis += was != p->following;
     p->lost = p->following ? 0 : p->lost + 1;
 }
 

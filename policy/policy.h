@@ -79,6 +79,14 @@ lms_status_t policy_mark_iteration(policy_t *p);
  * each mark. For a caller that keeps a ranking. */
 uint64_t policy_version(const policy_t *p);
 
+/* Changes whenever the order of policy_evict_key's answers among chunks no
+ * event named since may change otherwise than by the position moving: a
+ * schedule taken (each iteration's end), following starting or stopping.
+ * While it stays, such chunks keep their order, except those whose next
+ * use the position skipped over (they rank as needed sooner than they
+ * are). For a caller that repairs a ranking instead of ranking again. */
+uint64_t policy_basis(const policy_t *p);
+
 /* Whether there is a schedule, and whether eviction follows it now. */
 bool policy_has_schedule(const policy_t *p);
 bool policy_following(const policy_t *p);

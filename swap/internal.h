@@ -135,11 +135,18 @@ typedef struct state {
     size_t low, high;             /* reclaim watermarks, in blocks */
     size_t piece;                 /* chunks remapped and copied as one step (Note [Pipelined swaps]) */
     policy_t *policy;             /* what to evict and fetch ahead (NULL with LMS_SWAP=0) */
-    struct ranked *ranked;        /* scratch: victims ranked (residency.c) */
+    struct ranked *ranked;        /* victims ranked, best first: full or head (residency.c,
+                                     Note [Ranking between events]) */
+    struct ranked *full, *head;   /* scratch: the last full ranking; its head re-keyed */
     policy_fetch_t *ahead;        /* scratch: what to prefetch */
     uint32_t *fetch_list;         /* scratch: the same, sorted */
-    size_t ranked_n;              /* ranked, while ranked_for == policy_version */
+    size_t ranked_n;              /* in ranked, while ranked_for == policy_version */
     uint64_t ranked_for;
+    size_t full_n;                /* in full; 0: rank in full next */
+    uint64_t full_basis;          /* policy_basis when it was made */
+    uint32_t *touched, *touched_sorted; /* chunks reported to policy/ since (scratch) */
+    size_t ntouched;              /* > TOUCHED_MAX: too many to repair the ranking */
+    uint64_t rankings_full, rankings_head; /* made so far (for tests) */
     uint64_t host_entries;        /* times a chunk went to the host */
     uint64_t walk_host_entries;   /* ... when prefetch last looked ahead, */
     size_t walk_pos;              /* from where, */

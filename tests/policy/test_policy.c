@@ -311,6 +311,44 @@ Test(policy, a_few_changed_missing_or_extra_events_keep_it_following)
             cr_assert_leq(policy_next_use(p, c, &dead), i - 110);
 }
 
+Test(policy, the_basis_changes_with_the_schedule_and_with_following_not_with_each_event)
+{
+    uint32_t ev[LONG][3];
+    iteration_of(13, ev, LONG);
+    play(p, ev, 0, LONG);
+    uint64_t b = policy_basis(p);
+    TEST_OK(policy_mark_iteration(p));
+    cr_assert_neq(policy_basis(p), b, "a schedule taken");
+    b = policy_basis(p);
+    uint64_t v = policy_version(p);
+    play(p, ev, 0, 40);
+    cr_assert(policy_following(p));
+    cr_assert_eq(policy_basis(p), b, "events followed move the position, not the basis");
+    cr_assert_neq(policy_version(p), v, "...while every event changes the version");
+    /* between events, the keys of chunks no event named keep their order */
+    bool named[48] = {false};
+    for (size_t i = 40; i < 50; i++)
+        for (uint32_t k = ev[i][0]; k < ev[i][0] + ev[i][1]; k++)
+            named[k] = true;
+    uint64_t key[48];
+    for (uint32_t k = 0; k < 48; k++)
+        key[k] = policy_evict_key(p, k);
+    play(p, ev, 40, 50);
+    int pairs = 0;
+    for (uint32_t x = 0; x < 48; x++)
+        for (uint32_t y = 0; y < 48; y++)
+            if (!named[x] && !named[y] && key[x] > key[y]) {
+                cr_assert_gt(policy_evict_key(p, x), policy_evict_key(p, y),
+                             "chunks %u and %u changed order", x, y);
+                pairs++;
+            }
+    cr_assert_gt(pairs, 100, "%d pairs compared", pairs);
+    srand(5);
+    noise(p, 40); /* nothing the schedule knows: it stops following */
+    cr_assert_not(policy_following(p));
+    cr_assert_neq(policy_basis(p), b, "following stopped");
+}
+
 Test(policy, it_falls_back_to_lru_while_the_schedule_misses_and_returns_when_it_matches)
 {
     uint32_t ev[LONG][3];

@@ -1842,6 +1842,59 @@ Test(swap, a_learnt_schedule_fetches_less_than_lru_on_a_loop_larger_than_the_dev
     cr_assert_gt(sched_end.prefetch_hits, 0, "reads found chunks fetched ahead of them");
 }
 
+/* A loop of WIDE_LOOP one-chunk allocations of 64 KiB over a device of
+ * WIDE_LIMIT chunks: three times as many chunks as are named between two
+ * full rankings (Note [Ranking between events] in swap/residency.c). */
+#define WIDE_LOOP 768
+#define WIDE_LIMIT 512
+#define WIDE_CHUNK (64 * BASE_KiB)
+
+Test(swap, between_full_rankings_the_ranking_is_repaired_and_fetches_stay_near_min)
+{
+    swap_config_t cfg = config(HOST_CHUNKS, false);
+    cfg.device.sim_granularity = WIDE_CHUNK;
+    cfg.device_limit = WIDE_LIMIT * WIDE_CHUNK;
+    cfg.host_limit = (WIDE_LOOP + 64) * WIDE_CHUNK;
+    cfg.reclaim_low = WIDE_CHUNK;
+    cfg.reclaim_high = 2 * WIDE_CHUNK;
+    cfg.swap_piece = 2 * WIDE_CHUNK;
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+    void **a = scratch(WIDE_LOOP * sizeof *a);
+    for (int i = 0; i < WIDE_LOOP; i++) {
+        a[i] = must_malloc(WIDE_CHUNK);
+        fill(a[i], WIDE_CHUNK, 100 + (uint64_t)i);
+    }
+    lms_stats_t before = {0}, end;
+    uint64_t full = 0, head = 0;
+    enum { ITERATIONS = 6, COUNTED = 3 };
+    for (int it = 0; it < ITERATIONS; it++) {
+        if (it == ITERATIONS - COUNTED) {
+            before = test_settled_stats();
+            full = S->rankings_full;
+            head = S->rankings_head;
+        }
+        for (int i = 0; i < WIDE_LOOP; i++)
+            EXPECT_FILLED(a[i], WIDE_CHUNK, 100 + (uint64_t)i);
+        TEST_OK(lms_mark_iteration());
+    }
+    end = test_settled_stats();
+    full = S->rankings_full - full;
+    head = S->rankings_head - head;
+    uint64_t fetches = end.fetches - before.fetches;
+    /* MIN, with the one block the reclaim thread keeps free: about
+     * WIDE_LOOP - WIDE_LIMIT + 1 fetches an iteration; LRU fetches all */
+    uint64_t min = COUNTED * (WIDE_LOOP - WIDE_LIMIT + 1);
+    cr_log_info("%d iterations: %llu fetches (MIN about %llu), rankings %llu full, %llu repaired",
+                COUNTED, (unsigned long long)fetches, (unsigned long long)min,
+                (unsigned long long)full, (unsigned long long)head);
+    cr_assert_leq(fetches, min + min / 8, "%llu fetches, MIN about %llu",
+                  (unsigned long long)fetches, (unsigned long long)min);
+    cr_assert_gt(head, 0, "rankings between full ones were repaired");
+    cr_assert_leq(8 * full, head, "%llu full rankings, %llu repaired",
+                  (unsigned long long)full, (unsigned long long)head);
+}
+
 Test(swap, without_marks_the_loop_is_found_and_followed)
 {
     restart_policy(false);
