@@ -9,7 +9,7 @@
 # Steps: env (driver, toolkit, CPU), build (fresh, in /tmp/lms-gpu), info
 # (lms-info --json), test (ctest -L gpu), a suite by name (test_device,
 # test_swap, ...: that suite alone on cuda), stress, alloc, swap, remap,
-# vmm_threads, train (the benchmarks on cuda), alloc_sim (bench/alloc on sim:
+# vmm_threads, train, many_chunks (the benchmarks on cuda), alloc_sim (bench/alloc on sim:
 # the host alone), gpt2 (bench/gpt2.py: PyTorch under LD_PRELOAD at 2x),
 # gpt2_e2e (the same at 1.25x-4x). A step that fails is logged and the next one runs; a
 # step whose time is up is killed. With LMS_GPU_DEADLINE (seconds since the
@@ -41,6 +41,7 @@ if [ "${1:-}" = --do ]; then # one step's body, run under timeout by step()
     alloc | swap | remap | vmm_threads) LMS_BACKEND=cuda "$B/bench/$2" ;;
     alloc_sim) LMS_BACKEND=sim "$B/bench/alloc" --quick ;; # the host alone, for comparison
     train) LMS_BACKEND=cuda "$B/bench/train" --oversub 2,4 ;;
+    many_chunks) LMS_BACKEND=cuda "$B/bench/many_chunks" --chunks 8192 ;; # 16 GB, 32 GB on host
     gpt2) python3 bench/gpt2.py suite --lib "$B/liblms.so" --ratios 2 ;;
     gpt2_e2e) python3 bench/gpt2.py suite --lib "$B/liblms.so" --ratios 1.25,1.5,2,4 --steps 12 ;;
     *) echo "unknown step $2" >&2; exit 2 ;;
