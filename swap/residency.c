@@ -204,6 +204,20 @@ static uint32_t window_fence(void)
     return w;
 }
 
+#define TOUCHED_MAX 256 /* chunks reported between full rankings, at most */
+
+/* Chunks [first, first + n) were reported to policy/: a ranking made before
+ * has their keys wrong (Note [Ranking between events]). */
+static inline void note_touched(size_t first, size_t n)
+{
+    if (S->ntouched + n > TOUCHED_MAX) {
+        S->ntouched = TOUCHED_MAX + 1;
+        return;
+    }
+    for (size_t c = first; c < first + n; c++)
+        S->touched[S->ntouched++] = (uint32_t)c;
+}
+
 static void prefetch(void);
 static bool by_schedule(void);
 
@@ -215,6 +229,8 @@ void resid_close_window(void)
         for (size_t i = 0; i < W.n; i++) {
             chunk_t *k = &S->ch[W.chunks[i]];
             k->holds--;
+            if (S->policy != NULL) /* a full ranking made while it was held left it out */
+                note_touched(W.chunks[i], 1);
             if (W.s != NULL) {
                 k->last_window = w;
                 k->last_slot = (uint16_t)W.slot;
@@ -283,20 +299,6 @@ static inline void memory_changed(void)
 {
     if (timeline_on)
         timeline_memory(S->resident * S->chunk, S->host_chunks * S->chunk);
-}
-
-#define TOUCHED_MAX 256 /* chunks reported between full rankings, at most */
-
-/* Chunks [first, first + n) were reported to policy/: a ranking made before
- * has their keys wrong (Note [Ranking between events]). */
-static inline void note_touched(size_t first, size_t n)
-{
-    if (S->ntouched + n > TOUCHED_MAX) {
-        S->ntouched = TOUCHED_MAX + 1;
-        return;
-    }
-    for (size_t c = first; c < first + n; c++)
-        S->touched[S->ntouched++] = (uint32_t)c;
 }
 
 /* policy_access; with a timeline, an iteration mark for each iteration the
@@ -839,11 +841,13 @@ static int cmp_ranked(const void *a, const void *b)
  * still evictable chunks of it not named since, adds the named ones, and
  * sorts those (at most REPAIR_HEAD + TOUCHED_MAX keys; bench/many_chunks,
  * 20K chunks of 64 KiB on sim: 320-570 us an access before, 44-51 after,
- * fetching what MIN does both ways). Missing from a head: chunks that came
- * resident since the full ranking without being named (fetched ahead: not
- * the reclaim thread's victims either), and chunks whose next use the
- * position skipped over (they rank as needed soon: a worse victim than
- * MIN's, never a wrong one).
+ * fetching what MIN does both ways). A closing window counts its chunks as
+ * named (a full ranking made while they were held left them out), and a
+ * prefetch that needs a victim deeper than the head asks for a deeper one.
+ * Missing from a head: chunks that came resident since the full ranking
+ * without being named (fetched ahead: not the reclaim thread's victims
+ * either), and chunks whose next use the position skipped over (they rank
+ * as needed soon: a worse victim than MIN's, never a wrong one).
  */
 #define REPAIR_HEAD 128 /* entries of the full ranking rank_head re-keys, at least */
 
@@ -1704,6 +1708,10 @@ static void prefetch(void)
         if (m == 0 && (m = rank_victims(n)) == 0)
             break;
         size_t r = slot > (int64_t)room ? (size_t)slot - room : 0;
+        if (r >= m && S->ranked == S->head && r < S->full_n) { /* deeper into the full one */
+            S->ranked_n = 0;
+            m = rank_victims(2 * (r + 1)); /* (doubling: few of these a look) */
+        }
         if (r >= m || S->ranked[r].key <= S->ahead[ok].evict_after)
             break;
         evict = r + 1 > evict ? r + 1 : evict;
