@@ -146,7 +146,7 @@ typedef struct state {
     uint64_t full_basis;          /* policy_basis when it was made */
     uint32_t *touched, *touched_sorted; /* chunks reported to policy/ since (scratch) */
     size_t ntouched;              /* > TOUCHED_MAX: too many to repair the ranking */
-    uint64_t rankings_full, rankings_head; /* made so far (for tests) */
+    uint64_t rankings_full, rankings_head; /* made so far (the head's: for tests) */
     uint64_t host_entries;        /* times a chunk went to the host */
     uint64_t walk_host_entries;   /* ... when prefetch last looked ahead, */
     size_t walk_pos;              /* from where, */

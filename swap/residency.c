@@ -143,6 +143,7 @@ typedef struct window {
     int slot;            /* in this slot, */
     uint32_t gen;        /* of this generation */
     bool exiting;        /* its thread is: nothing more is started from it */
+    uint64_t full_at;    /* S->rankings_full when it opened (Note [Ranking between events]) */
 } window_t;
 
 static __thread window_t W;
@@ -225,11 +226,13 @@ void resid_close_window(void)
 {
     if (S != NULL && W.generation == S->generation && W.n > 0) {
         S->ranked_n = 0; /* what it held is evictable now: rank again */
+        /* a full ranking made while it was held left its chunks out */
+        bool missed = S->policy != NULL && S->rankings_full != W.full_at;
         uint32_t w = window_fence();
         for (size_t i = 0; i < W.n; i++) {
             chunk_t *k = &S->ch[W.chunks[i]];
             k->holds--;
-            if (S->policy != NULL) /* a full ranking made while it was held left it out */
+            if (missed)
                 note_touched(W.chunks[i], 1);
             if (W.s != NULL) {
                 k->last_window = w;
@@ -842,7 +845,8 @@ static int cmp_ranked(const void *a, const void *b)
  * sorts those (at most REPAIR_HEAD + TOUCHED_MAX keys; bench/many_chunks,
  * 20K chunks of 64 KiB on sim: 320-570 us an access before, 44-51 after,
  * fetching what MIN does both ways). A closing window counts its chunks as
- * named (a full ranking made while they were held left them out), and a
+ * named again if a full ranking was made while they were held (it left
+ * them out), and a
  * prefetch that needs a victim deeper than the head asks for a deeper one.
  * Missing from a head: chunks that came resident since the full ranking
  * without being named (fetched ahead: not the reclaim thread's victims
@@ -1778,6 +1782,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     W.s = s;
     W.slot = s != NULL ? slot : -1;
     W.gen = s != NULL ? S->generation_of[slot] : 0;
+    W.full_at = S->rankings_full;
     /* the chunks, each once and in order, held: no eviction takes them from
      * here on. The list is the thread's window, so it survives lock drops. */
     uint32_t stamp = ++S->stamp, *u = W.chunks;
