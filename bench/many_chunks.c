@@ -13,8 +13,10 @@
  * machine's memory; an access's time then includes the sim's copies of a
  * chunk each way. On a GPU chunks are the driver's granularity and the
  * device limit is N of them. A JSON line per iteration (access time in
- * microseconds, median and mean; chunks fetched) and a summary of the
- * iterations that followed the schedule, beside MIN's fetches for the loop.
+ * microseconds, median and mean; the accesses that waited for an eviction,
+ * by lms_stats' stall_ns, and their mean time apart from the others'; chunks
+ * fetched) and a summary of the iterations that followed the schedule,
+ * beside MIN's fetches for the loop.
  */
 #define _GNU_SOURCE
 #define BENCH_NAME "many_chunks"
@@ -99,35 +101,49 @@ int main(int argc, char **argv)
 
     lms_stats_t s0, s;
     bench_check(lms_stats(&s0), "lms_stats");
-    double follow_sum = 0, follow_p50_sum = 0;
-    uint64_t follow_fetches = 0;
+    double follow_sum = 0, follow_p50_sum = 0, follow_stalled = 0, follow_stalled_us = 0;
+    uint64_t follow_fetches = 0, stall_seen = s0.stall_ns;
     long followed = 0;
     for (long it = 0; it < iterations; it++) {
-        double sum = 0;
+        double sum = 0, stalled_sum = 0;
+        size_t stalled = 0;
         for (size_t i = 0; i < loop; i++) {
             double t0 = now_us();
             bench_check(lms_access(a[i], chunk, it == 0 ? LMS_OVERWRITE : LMS_WRITE, NULL),
                         "lms_access");
             t[i] = now_us() - t0;
             sum += t[i];
+            /* whether it waited for an eviction (outside the time measured) */
+            bench_check(lms_stats(&s), "lms_stats");
+            if (s.stall_ns != stall_seen) {
+                stalled++;
+                stalled_sum += t[i];
+            }
+            stall_seen = s.stall_ns;
         }
         bench_check(lms_mark_iteration(), "lms_mark_iteration");
         bench_check(lms_stats(&s), "lms_stats");
         memcpy(sorted, t, loop * sizeof *t);
         double p50 = bench_quantile(sorted, (int)loop, 0.5), mean = sum / (double)loop;
+        double stalled_mean = stalled > 0 ? stalled_sum / (double)stalled : 0;
+        double other_mean = stalled < loop ? (sum - stalled_sum) / (double)(loop - stalled) : 0;
         uint64_t fetched = s.fetches - s0.fetches;
         s0 = s;
         bool schedule = it >= 2; /* learnt at the second iteration's end */
         printf("{\"bench\":\"many_chunks\",\"iteration\":%ld,\"schedule\":%s,"
                "\"device_chunks\":%ld,\"loop_chunks\":%zu,\"us_per_access_p50\":%.2f,"
-               "\"us_per_access_mean\":%.2f,\"fetched_chunks\":%llu}\n",
-               it, schedule ? "true" : "false", chunks, loop, p50, mean,
-               (unsigned long long)fetched);
+               "\"us_per_access_mean\":%.2f,\"stalled_accesses\":%zu,"
+               "\"us_per_stalled_access\":%.2f,\"us_per_other_access\":%.2f,"
+               "\"fetched_chunks\":%llu}\n",
+               it, schedule ? "true" : "false", chunks, loop, p50, mean, stalled, stalled_mean,
+               other_mean, (unsigned long long)fetched);
         fflush(stdout);
         if (schedule) {
             follow_sum += mean;
             follow_p50_sum += p50;
             follow_fetches += fetched;
+            follow_stalled += (double)stalled;
+            follow_stalled_us += stalled_sum;
             followed++;
         }
     }
@@ -136,10 +152,13 @@ int main(int argc, char **argv)
     printf("{\"bench\":\"many_chunks\",\"summary\":true,\"backend\":\"%s\",\"device\":\"%s\","
            "\"chunk\":%zu,\"host_cpu\":\"%s\",\"host_cores\":%ld,\"device_chunks\":%ld,"
            "\"loop_chunks\":%zu,\"following_iterations\":%ld,\"us_per_access_p50\":%.2f,"
-           "\"us_per_access_mean\":%.2f,\"fetches_per_iteration\":%.1f,"
+           "\"us_per_access_mean\":%.2f,\"stalled_accesses_per_iteration\":%.1f,"
+           "\"us_per_stalled_access\":%.2f,\"fetches_per_iteration\":%.1f,"
            "\"min_fetches_per_iteration\":%zu}\n",
            backend, name, chunk, cpu, sysconf(_SC_NPROCESSORS_ONLN), chunks, loop, followed,
            follow_p50_sum / (double)followed, follow_sum / (double)followed,
+           follow_stalled / (double)followed,
+           follow_stalled > 0 ? follow_stalled_us / follow_stalled : 0,
            (double)follow_fetches / (double)followed, loop - (size_t)chunks + 1);
     for (size_t i = 0; i < loop; i++)
         bench_check(lms_free(a[i], NULL), "lms_free");
