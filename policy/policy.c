@@ -37,7 +37,8 @@
  * events (set-up, a first step unlike the rest) may never come back, later
  * events anchor too: DETECT_ANCHORS of them at DETECT_WINDOW x (2^g - 1)
  * events from the start, g = 1, 2, ..., so that a preamble of P events
- * delays the search by about P, whatever the period. The last L events become
+ * delays the search by at most 2P + DETECT_WINDOW events (the first group
+ * past it), whatever the period. The last L events become
  * the schedule, and from then on an iteration ends where the schedule's
  * matching wraps round its end, while it follows: the event that matched is
  * the next iteration's first. Where the boundary falls within the program's own step
