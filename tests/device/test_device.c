@@ -146,6 +146,13 @@ static void slow_set(void *p)
     atomic_store(&((flag_t *)p)->value, 1);
 }
 
+/* slow_set behind the test gate: not done until the test opens it */
+static void gated_set(void *p)
+{
+    test_gate_wait(NULL);
+    atomic_store(&((flag_t *)p)->value, 1);
+}
+
 static void observe(void *p)
 {
     flag_t *f = p;
@@ -160,11 +167,13 @@ Test(device, an_event_wait_orders_work_across_streams)
     TEST_OK(dev_stream_create(dev, DEV_PRIORITY_HIGH, &b));
     TEST_OK(dev_event_create(dev, &e));
     static flag_t f;
-    TEST_OK(dev_host_func(dev, a, slow_set, &f));
+    test_gate_close();
+    TEST_OK(dev_host_func(dev, a, gated_set, &f));
     TEST_OK(dev_event_record(dev, e, a));
-    cr_assert_eq(dev_event_query(dev, e), LMS_NOT_READY, "the slow work has not finished");
+    cr_assert_eq(dev_event_query(dev, e), LMS_NOT_READY, "the held work has not finished");
     TEST_OK(dev_stream_wait_event(dev, b, e));
     TEST_OK(dev_host_func(dev, b, observe, &f));
+    test_gate_open();
     TEST_OK(dev_stream_synchronize(dev, b));
     cr_assert_eq(f.observed, 1, "work after the wait saw the work before the event");
     TEST_OK(dev_event_query(dev, e));

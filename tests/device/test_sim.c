@@ -347,15 +347,26 @@ static void slow_set(void *p)
     *(volatile int *)p = 1;
 }
 
+/* slow_set behind the test gate: not done until the test opens it */
+static void gated_set(void *p)
+{
+    test_gate_wait(NULL);
+    *(volatile int *)p = 1;
+}
+
 Test(sim, destroying_a_stream_returns_before_its_queued_work_ends)
 {
     dev_device_t *dev = open_sim(0, 0);
     dev_stream_t *s;
     static volatile int done;
     TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
-    TEST_OK(dev_host_func(dev, s, slow_set, (void *)&done));
+    test_gate_close();
+    TEST_OK(dev_host_func(dev, s, gated_set, (void *)&done));
+    test_gate_watchdog_start(20000); /* should destroy wait after all */
     TEST_OK(dev_stream_destroy(dev, s));
-    cr_assert_eq(done, 0, "destroy did not wait, as cuStreamDestroy does not");
+    bool waited = done != 0;
+    waited |= test_gate_watchdog_stop();
+    cr_assert(!waited, "destroy did not wait, as cuStreamDestroy does not");
     dev_close(dev); /* waits for the worker */
     cr_assert_eq(done, 1);
 }

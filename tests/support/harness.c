@@ -1,4 +1,5 @@
 /* tests/support/harness.c — see harness.h. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -107,6 +108,32 @@ void *test_gate_open_later(void *unused)
     usleep(200000);
     test_gate_open();
     return NULL;
+}
+
+static pthread_t watchdog;
+static atomic_bool watchdog_stop, watchdog_fired;
+
+static void *watch_gate(void *ms)
+{
+    for (uintptr_t i = 0; i < (uintptr_t)ms && !atomic_load(&watchdog_stop); i++)
+        usleep(1000);
+    atomic_store(&watchdog_fired, !atomic_load(&watchdog_stop));
+    test_gate_open();
+    return NULL;
+}
+
+void test_gate_watchdog_start(unsigned ms)
+{
+    atomic_store(&watchdog_stop, false);
+    atomic_store(&watchdog_fired, false);
+    cr_assert_eq(pthread_create(&watchdog, NULL, watch_gate, (void *)(uintptr_t)ms), 0);
+}
+
+bool test_gate_watchdog_stop(void)
+{
+    atomic_store(&watchdog_stop, true);
+    pthread_join(watchdog, NULL);
+    return atomic_load(&watchdog_fired);
 }
 
 lms_stats_t test_stats(void)

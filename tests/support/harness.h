@@ -58,6 +58,12 @@ void test_gate_open(void);
 bool test_gate_is_open(void);
 void test_gate_wait(void *unused);
 void *test_gate_open_later(void *unused);
+/* A watchdog for a test whose work must NOT wait for the closed gate: it
+ * opens the gate after `ms` unless test_gate_watchdog_stop comes first,
+ * which opens it then and says whether the watchdog had to (so a wrong wait
+ * shows as the gate found open, however slow the machine). */
+void test_gate_watchdog_start(unsigned ms);
+bool test_gate_watchdog_stop(void);
 
 /* lms_stats(), asserted to succeed. */
 lms_stats_t test_stats(void);

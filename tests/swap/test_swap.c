@@ -1184,20 +1184,6 @@ Test(swap, a_fetch_of_scattered_chunks_counts_only_those_on_the_link)
     TEST_OK(lms_free(x, NULL));
 }
 
-/* Opens the gate once `gate_watchdog_stop` is set, or after 20 s: a test that
- * must not wait for the gate tells a wrong wait (20 s, then the gate was
- * open) from a slow machine. */
-static atomic_bool gate_watchdog_stop;
-
-static void *gate_watchdog(void *unused)
-{
-    (void)unused;
-    for (int i = 0; i < 20000 && !atomic_load(&gate_watchdog_stop); i++)
-        usleep(1000);
-    test_gate_open();
-    return NULL;
-}
-
 /* Note [Eviction fences]: while chunks go to the host, an eviction waits for
  * the work its chunk's access window queued, not for work queued on that
  * stream later: stream a's gate, queued after w's window closed, holds
@@ -1216,14 +1202,11 @@ Test(swap, an_eviction_waits_for_its_chunks_work_not_for_later_work_on_the_strea
     test_stats(); /* the window closes: its work is queued */
     test_gate_close();
     TEST_OK(dev_host_func(dev, ds, test_gate_wait, NULL));
-    pthread_t opener; /* should w's copy out wait for the gate after all */
-    atomic_store(&gate_watchdog_stop, false);
-    pthread_create(&opener, NULL, gate_watchdog, NULL);
+    test_gate_watchdog_start(20000); /* should w's copy out wait for the gate after all */
     void **other = chunks_filled(2 * LIMIT_CHUNKS, 10); /* w goes to the host */
     bool waited = test_gate_is_open();
     lms_stats_t st = test_stats();
-    atomic_store(&gate_watchdog_stop, true);
-    pthread_join(opener, NULL);
+    waited |= test_gate_watchdog_stop();
     cr_assert(!waited, "the default stream's accesses waited for stream a's gate");
     cr_assert_geq(st.evictions, 1);
     TEST_OK(lms_stream_synchronize(a));
