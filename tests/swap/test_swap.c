@@ -1933,16 +1933,20 @@ Test(swap, between_full_rankings_the_ranking_is_repaired_and_fetches_stay_near_m
     for (int it = 0; it < ITERATIONS; it++) {
         if (it == ITERATIONS - COUNTED) {
             before = test_settled_stats();
+            pthread_mutex_lock(&swap_lock);
             full = S->rankings_full;
             head = S->rankings_head;
+            pthread_mutex_unlock(&swap_lock);
         }
         for (int i = 0; i < WIDE_LOOP; i++)
             EXPECT_FILLED(a[i], WIDE_CHUNK, 100 + (uint64_t)i);
         TEST_OK(lms_mark_iteration());
     }
     end = test_settled_stats();
+    pthread_mutex_lock(&swap_lock);
     full = S->rankings_full - full;
     head = S->rankings_head - head;
+    pthread_mutex_unlock(&swap_lock);
     uint64_t fetches = end.fetches - before.fetches;
     /* MIN, with the one block the reclaim thread keeps free: about
      * WIDE_LOOP - WIDE_LIMIT + 1 fetches an iteration; LRU fetches all */
