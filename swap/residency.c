@@ -846,8 +846,8 @@ static int cmp_ranked(const void *a, const void *b)
  * 20K chunks of 64 KiB on sim: 320-570 us an access before, 44-51 after,
  * fetching what MIN does both ways). A closing window counts its chunks as
  * named again if a full ranking was made while they were held (it left
- * them out), and a
- * prefetch that needs a victim deeper than the head asks for a deeper one.
+ * them out), and a prefetch that needs a victim deeper than the head asks
+ * for a deeper one.
  * Missing from a head: chunks that came resident since the full ranking
  * without being named (fetched ahead: not the reclaim thread's victims
  * either), and chunks whose next use the position skipped over (they rank
