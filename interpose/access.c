@@ -41,6 +41,36 @@
  * If they cannot all be resident at once, ncclGroupEnd fails and does not
  * go on to NCCL; the group is as it was, and ncclGroupEnd may be called
  * again once memory is free.
+ *
+ * Note [Batched copies]
+ * cuMemcpyBatchAsync makes count linear copies in one call, and
+ * cuMemcpy3DBatchAsync numOps pitched ones, in no order among themselves
+ * and all after the stream's earlier work. All their ranges are made
+ * resident in one lms_access_many; each destination a copy writes whole is
+ * an overwrite. Two things are particular to them:
+ * - A copy's srcAccessOrder. STREAM reads the source in stream order,
+ *   after what lms fetched for it. DURING_API_CALL and ANY let CUDA read
+ *   the source at once, out of stream order, which could be before lms's
+ *   fetch of it has landed. When such a copy reads lms's memory, the hook
+ *   waits for the stream (lms_stream_synchronize) before CUDA is called.
+ *   The program has said that no earlier work of the stream touches that
+ *   memory, so the wait costs time, not correctness; those orders are for
+ *   host sources, for which nothing waits.
+ * - CUDA refuses a batch whose attributes are malformed (attrsIdxs[0] not
+ *   0, not increasing, not below count; numAttrs 0 or over count; a
+ *   srcAccessOrder that is not one of the three; for the 3D form, flags not
+ *   0), but only after lms has made its memory resident: in such a batch,
+ *   or with copy flags lms does not know, destinations are writes, not
+ *   overwrites, and give nothing up.
+ * Between a pointer and a CUDA array, the extent is in the array's
+ * elements: the pointer's whole allocation. CUDA 13 dropped the failIdx
+ * argument, keeping the names for its forms (cuMemcpyBatchAsync_v2 in
+ * libcuda): both forms are hooked, and lookups by name give the one of the
+ * version asked for. When lms cannot make a batch resident, the 12.8 form's
+ * *failIdx is SIZE_MAX: no one copy failed. The runtime's
+ * cudaMemcpyBatchAsync, whose two forms share one name across
+ * libcudart.so.12 and .13, is not hooked: the runtime makes it through
+ * the driver's, which it looks up by name (lms's answer).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -482,6 +512,145 @@ lms_status_t access_cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { return drv_copy3
 lms_status_t access_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
     return drv_copy3d(pCopy, hStream);
+}
+
+/* ---- batches (CUDA 12.8 and later; Note [Batched copies]) ---------------------- */
+
+/* A srcAccessOrder CUDA knows, and one that lets it read the source out of
+ * stream order. */
+static bool known_order(CUmemcpySrcAccessOrder o)
+{
+    return o == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL ||
+           o == CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+}
+
+static bool known_flags(unsigned flags) { return (flags & ~CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE) == 0; }
+
+/* Makes a batch's ranges resident; then, if a copy may read lms's memory
+ * out of stream order (`wait`), waits for the stream. */
+static lms_status_t run_batch(touches_t *t, void *stream, bool wait)
+{
+    lms_status_t st = run(t, stream);
+    if (st == LMS_OK && wait && !graph_capturing(stream)) {
+        lms_stream_t s;
+        if ((st = interpose_stream(stream, false, &s)) == LMS_OK &&
+            (st = lms_stream_synchronize(s)) == LMS_ERR_INVALID &&
+            (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
+            st = lms_stream_synchronize(s);
+    }
+    touches_clear(t);
+    return st;
+}
+
+/* Whether attrs and attrsIdxs are what CUDA takes: attrsIdxs[0] is 0, each
+ * entry greater than the one before and less than count, numAttrs from 1
+ * to count, every srcAccessOrder and flag one CUDA knows. */
+static bool well_formed(const CUmemcpyAttributes *attrs, const size_t *attrsIdxs, size_t numAttrs,
+                        size_t count)
+{
+    if (attrs == NULL || attrsIdxs == NULL || numAttrs == 0 || numAttrs > count || attrsIdxs[0] != 0)
+        return false;
+    for (size_t k = 0; k < numAttrs; k++)
+        if ((k > 0 && (attrsIdxs[k] <= attrsIdxs[k - 1] || attrsIdxs[k] >= count)) ||
+            !known_order(attrs[k].srcAccessOrder) || !known_flags(attrs[k].flags))
+            return false;
+    return true;
+}
+
+static lms_status_t batch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, const size_t *sizes,
+                          size_t count, const CUmemcpyAttributes *attrs, const size_t *attrsIdxs,
+                          size_t numAttrs, void *stream)
+{
+    if (count == 0 || dsts == NULL || srcs == NULL || sizes == NULL)
+        return LMS_OK; /* CUDA's to refuse */
+    bool ok = well_formed(attrs, attrsIdxs, numAttrs, count), wait = false;
+    TOUCHES(t);
+    for (size_t i = 0, k = 0; i < count; i++) {
+        while (ok && k + 1 < numAttrs && attrsIdxs[k + 1] <= i)
+            k++;
+        if (!ok || attrs[k].srcAccessOrder != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
+            wait |= sizes[i] > 0 && interpose_owns(DPTR(srcs[i]));
+        touch(&t, DPTR(srcs[i]), sizes[i], LMS_READ);
+        touch(&t, DPTR(dsts[i]), sizes[i], ok ? LMS_OVERWRITE : LMS_WRITE);
+    }
+    return run_batch(&t, stream, wait);
+}
+
+lms_status_t access_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                       size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
+                                       size_t numAttrs, size_t *failIdx, CUstream hStream)
+{
+    lms_status_t st = batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream);
+    if (st != LMS_OK && failIdx != NULL)
+        *failIdx = SIZE_MAX; /* no one copy's */
+    return st;
+}
+
+lms_status_t access_cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                          size_t count, CUmemcpyAttributes *attrs,
+                                          size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+{
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream);
+}
+
+/* One operand of a 3D batch copy of extent e: a pointer operand's rows are
+ * rowLength elements apart and its layers layerHeight rows (0: the
+ * extent's), from ptr on. Elements are bytes between two pointers; with an
+ * array on the other side they are the array's, which lms does not know. */
+static void touch_operand(touches_t *t, const CUmemcpy3DOperand *o, const CUextent3D *e,
+                          bool bytes_known, lms_access_mode_t mode)
+{
+    if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER)
+        return;
+    const void *p = DPTR(o->op.ptr.ptr);
+    size_t row = o->op.ptr.rowLength != 0 ? o->op.ptr.rowLength : e->width;
+    size_t layer = o->op.ptr.layerHeight != 0 ? o->op.ptr.layerHeight : e->height;
+    size_t span = span3d(row, layer, e->width, e->height, e->depth), all;
+    if (!bytes_known) {
+        touch(t, p, UNKNOWN, mode == LMS_OVERWRITE ? LMS_WRITE : mode);
+        return;
+    }
+    /* written whole when the span is exactly the bytes copied */
+    bool whole = !__builtin_mul_overflow(e->width, e->height, &all) &&
+                 !__builtin_mul_overflow(all, e->depth, &all) && span == all;
+    touch(t, p, span, mode == LMS_OVERWRITE && !whole ? LMS_WRITE : mode);
+}
+
+static lms_status_t batch3d(size_t numOps, const CUDA_MEMCPY3D_BATCH_OP *ops,
+                            unsigned long long flags, void *stream)
+{
+    if (numOps == 0 || ops == NULL)
+        return LMS_OK; /* CUDA's to refuse */
+    bool wait = false;
+    TOUCHES(t);
+    for (size_t i = 0; i < numOps; i++) {
+        const CUDA_MEMCPY3D_BATCH_OP *op = &ops[i];
+        bool ok = flags == 0 && known_order(op->srcAccessOrder) && known_flags(op->flags);
+        bool bytes_known = op->src.type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
+                           op->dst.type == CU_MEMCPY_OPERAND_TYPE_POINTER;
+        if ((!ok || op->srcAccessOrder != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) &&
+            op->src.type == CU_MEMCPY_OPERAND_TYPE_POINTER)
+            wait |= interpose_owns(DPTR(op->src.op.ptr.ptr));
+        touch_operand(&t, &op->src, &op->extent, bytes_known, LMS_READ);
+        touch_operand(&t, &op->dst, &op->extent, bytes_known, ok ? LMS_OVERWRITE : LMS_WRITE);
+    }
+    return run_batch(&t, stream, wait);
+}
+
+lms_status_t access_cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                         size_t *failIdx, unsigned long long flags,
+                                         CUstream hStream)
+{
+    lms_status_t st = batch3d(numOps, opList, flags, hStream);
+    if (st != LMS_OK && failIdx != NULL)
+        *failIdx = SIZE_MAX; /* no one copy's */
+    return st;
+}
+
+lms_status_t access_cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                            unsigned long long flags, CUstream hStream)
+{
+    return batch3d(numOps, opList, flags, hStream);
 }
 
 /* A driver memset of `height` rows of `width` elements of `size` bytes. */

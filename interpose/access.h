@@ -16,6 +16,10 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+/* The hooks define both forms of the batched copies: cuda.h's names are
+ * macros for CUDA 13's (Note [Batched copies] in access.c). */
+#undef cuMemcpyBatchAsync
+#undef cuMemcpy3DBatchAsync
 
 #include "lms.h"
 #include "interpose/hooks.h"
@@ -56,6 +60,10 @@
 #define access_cuMemcpy2DAsync_v2_ptsz access_cuMemcpy2DAsync_v2
 #define access_cuMemcpy3D_v2_ptds access_cuMemcpy3D_v2
 #define access_cuMemcpy3DAsync_v2_ptsz access_cuMemcpy3DAsync_v2
+#define access_cuMemcpyBatchAsync_ptsz access_cuMemcpyBatchAsync
+#define access_cuMemcpyBatchAsync_v2_ptsz access_cuMemcpyBatchAsync_v2
+#define access_cuMemcpy3DBatchAsync_ptsz access_cuMemcpy3DBatchAsync
+#define access_cuMemcpy3DBatchAsync_v2_ptsz access_cuMemcpy3DBatchAsync_v2
 #define access_cuMemsetD8_v2_ptds access_cuMemsetD8_v2
 #define access_cuMemsetD16_v2_ptds access_cuMemsetD16_v2
 #define access_cuMemsetD32_v2_ptds access_cuMemsetD32_v2

@@ -14,7 +14,11 @@
  *   args    the parameters' names, to pass them on
  * The compiler checks each wrapper against the header's declaration (the
  * _ptsz and _ptds twins, the per-thread-default-stream entry points, are
- * declared only under CUDA_API_PER_THREAD_DEFAULT_STREAM).
+ * declared only under CUDA_API_PER_THREAD_DEFAULT_STREAM). CUDA 13's cuda.h
+ * declares CUDA 12.8's cuMemcpyBatchAsync and cuMemcpy3DBatchAsync only for
+ * itself (the public names are macros for the _v2 forms, which dropped an
+ * argument): access.h undoes the macros, and interpose.c checks those two
+ * against cudaTypedefs.h's function types for 12.8.
  *
  * Two lists: LMS_HOOKS, whose entries lms answers itself (hook_<name> in
  * interpose.c), and LMS_ACCESS_HOOKS, whose entries go on to CUDA or NCCL
@@ -301,6 +305,33 @@
       (pCopy, hStream))                                                                       \
     X(drv, CUresult, cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *pCopy,                    \
       CUstream hStream), (pCopy, hStream))                                                    \
+    X(drv, CUresult, cuMemcpyBatchAsync, (CUdeviceptr *dsts, CUdeviceptr *srcs,              \
+      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
+      size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs,  \
+      attrsIdxs, numAttrs, failIdx, hStream))                                                 \
+    X(drv, CUresult, cuMemcpyBatchAsync_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs,         \
+      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
+      size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs,  \
+      attrsIdxs, numAttrs, failIdx, hStream))                                                 \
+    X(drv, CUresult, cuMemcpyBatchAsync_v2, (CUdeviceptr *dsts, CUdeviceptr *srcs,           \
+      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
+      size_t numAttrs, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs,        \
+      numAttrs, hStream))                                                                     \
+    X(drv, CUresult, cuMemcpyBatchAsync_v2_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs,      \
+      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
+      size_t numAttrs, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs,        \
+      numAttrs, hStream))                                                                     \
+    X(drv, CUresult, cuMemcpy3DBatchAsync, (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,   \
+      size_t *failIdx, unsigned long long flags, CUstream hStream), (numOps, opList, failIdx, \
+      flags, hStream))                                                                        \
+    X(drv, CUresult, cuMemcpy3DBatchAsync_ptsz, (size_t numOps,                              \
+      CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags,              \
+      CUstream hStream), (numOps, opList, failIdx, flags, hStream))                           \
+    X(drv, CUresult, cuMemcpy3DBatchAsync_v2, (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, \
+      unsigned long long flags, CUstream hStream), (numOps, opList, flags, hStream))          \
+    X(drv, CUresult, cuMemcpy3DBatchAsync_v2_ptsz, (size_t numOps,                           \
+      CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream), (numOps,   \
+      opList, flags, hStream))                                                                \
     X(drv, CUresult, cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N),      \
       (dstDevice, uc, N))                                                                     \
     X(drv, CUresult, cuMemsetD8_v2_ptds, (CUdeviceptr dstDevice, unsigned char uc,            \

@@ -28,11 +28,11 @@
  * [Lookups by name]). Graph capture pins what captured calls touch for the
  * life of the graphs made from it, and a stream that may be joining a
  * capture (a wait for an event) is let go of first (Note [Graph capture]
- * in graph.c). Not
- * hooked yet: batched copies
- * (cudaMemcpyBatchAsync, whose signature changed between CUDA 12.8 and 13),
- * copies to and from CUDA arrays whose linear side is lms's, and peer
- * copies of 3D regions: their lms memory must be pinned (lms_pin). On the
+ * in graph.c). Batched copies are hooked in the driver, in both CUDA
+ * 12.8's and 13's forms (Note [Batched copies] in access.c). Not hooked
+ * yet: copies to and from CUDA arrays whose linear side is lms's (outside
+ * batches), and peer copies of 3D regions: their lms memory must be
+ * pinned (lms_pin). On the
  * sim backend nothing runs kernels: tests/interpose checks the hooks with
  * a stand-in CUDA.
  *
@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #undef cuGetProcAddress /* cuda.h's name for cuGetProcAddress_v2; the hooks have both */
 /* Programs still call deprecated entry points (cudaGetDriverEntryPoint):
@@ -73,6 +74,22 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
 #define HOOK_DECLARE(lib, ret, name, params, args) LMS_HOOK_EXPORT ret name params;
 LMS_ALL_HOOKS(HOOK_DECLARE)
 #undef HOOK_DECLARE
+
+/* CUDA 12.8's batched copies, which cuda.h of CUDA 13 does not declare for
+ * programs: their types as cudaTypedefs.h gives them. */
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemcpyBatchAsync),
+                                            PFN_cuMemcpyBatchAsync_v12080) &&
+                   __builtin_types_compatible_p(__typeof__(&cuMemcpyBatchAsync_ptsz),
+                                                PFN_cuMemcpyBatchAsync_v12080_ptsz) &&
+                   __builtin_types_compatible_p(__typeof__(&cuMemcpy3DBatchAsync),
+                                                PFN_cuMemcpy3DBatchAsync_v12080) &&
+                   __builtin_types_compatible_p(__typeof__(&cuMemcpy3DBatchAsync_ptsz),
+                                                PFN_cuMemcpy3DBatchAsync_v12080_ptsz) &&
+                   __builtin_types_compatible_p(__typeof__(&cuMemcpyBatchAsync_v2_ptsz),
+                                                PFN_cuMemcpyBatchAsync_v13000_ptsz) &&
+                   __builtin_types_compatible_p(__typeof__(&cuMemcpy3DBatchAsync_v2_ptsz),
+                                                PFN_cuMemcpy3DBatchAsync_v13000_ptsz),
+               "the batched copies' hooks have CUDA's types");
 
 /* ---- the real functions --------------------------------------------------------- */
 
@@ -676,7 +693,8 @@ static CUresult hook_cuGraphExecDestroy(CUgraphExec exec)
  * function exists stays CUDA's answer; when CUDA found it and the name is
  * one of the hooks' (by base name, in the version CUDA gives: the _v2 of
  * the memory functions for CUDA 3.2 and later, of cuStreamDestroy for 4.0
- * and later, of cuStreamBeginCapture for 10.1 and later; the _ptds or
+ * and later, of cuStreamBeginCapture for 10.1 and later, of the batched
+ * copies for 13.0 and later; the _ptds or
  * _ptsz twin when the per-thread default stream is asked for;
  * wrapper_for), the answer is lms's wrapper instead. The lookup functions are hooked too, so a lookup
  * of cuGetProcAddress itself gets lms's, and so is dlsym on a library's
@@ -706,16 +724,24 @@ static int driver_hook(const char *name)
 /* lms's wrapper for the driver function `symbol` (a base name) in the
  * version CUDA gives for cudaVersion and flags, or NULL. The _v2 entry
  * points came with CUDA 3.2 (cuStreamDestroy's with 4.0,
- * cuStreamBeginCapture's with 10.1); the per-thread twins are _ptds for
- * synchronous calls and _ptsz for the others. */
+ * cuStreamBeginCapture's with 10.1, the batched copies' with 13.0); the
+ * per-thread twins are _ptds for synchronous calls and _ptsz for the others. */
 static void *wrapper_for(const char *symbol, int version, uint64_t flags)
 {
+    static const struct { const char *name; int since; } later_v2[] = {
+        {"cuStreamDestroy", 4000},
+        {"cuStreamBeginCapture", 10010},
+        {"cuMemcpyBatchAsync", 13000},
+        {"cuMemcpy3DBatchAsync", 13000},
+    };
     char name[96];
     if (symbol == NULL || strlen(symbol) > 80)
         return NULL;
-    bool v2 = version >= (strcmp(symbol, "cuStreamDestroy") == 0        ? 4000
-                          : strcmp(symbol, "cuStreamBeginCapture") == 0 ? 10010
-                                                                        : 3020);
+    int since = 3020;
+    for (size_t k = 0; k < sizeof later_v2 / sizeof later_v2[0]; k++)
+        if (strcmp(symbol, later_v2[k].name) == 0)
+            since = later_v2[k].since;
+    bool v2 = version >= since;
     bool pt = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     static const char *const suffix[] = {"_v2_ptds", "_v2_ptsz", "_ptds", "_ptsz", "_v2", ""};
     for (int k = 0; k < 6; k++) {

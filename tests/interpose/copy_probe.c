@@ -15,8 +15,9 @@
  * the device fails without reaching CUDA, lookups by name give the copy
  * hooks, and an NCCL group's buffers are made resident together at
  * ncclGroupEnd (one that cannot fit fails there, loses nothing, and goes
- * through once memory is free). With LMS_PIN_SMALLER_THAN=64KiB, a small
- * allocation stays resident through all of it.
+ * through once memory is free), and batched copies (batches()). With
+ * LMS_PIN_SMALLER_THAN=64KiB, a small allocation stays resident through
+ * all of it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
 #include "lms.h"
@@ -67,6 +69,119 @@ static uint64_t fetched(void)
     lms_stats_t t;
     CHECK(lms_stats(&t) == LMS_OK, "stats");
     return t.bytes_h2d;
+}
+
+/* Allocations a, b and c pinned (with the small one, 7 of the device's 8
+ * chunks), after d's first chunk was used: under LRU, that chunk is the one
+ * other chunk left resident; then unpinned. */
+static void push_out(int a, int b, int c, int d)
+{
+    CHECK(lms_access(buf[d], CHUNK, LMS_READ, NULL) == LMS_OK, "access: %s", lms_last_error());
+    CHECK(lms_pin(buf[a], SIZE) == LMS_OK && lms_pin(buf[b], SIZE) == LMS_OK &&
+              lms_pin(buf[c], SIZE) == LMS_OK, "pin: %s", lms_last_error());
+    CHECK(lms_unpin(buf[a], SIZE) == LMS_OK && lms_unpin(buf[b], SIZE) == LMS_OK &&
+              lms_unpin(buf[c], SIZE) == LMS_OK, "unpin");
+}
+
+#define DEV(p) ((CUdeviceptr)(uintptr_t)(p))
+
+/* Batched copies (Note [Batched copies] in interpose/access.c): the
+ * runtime's (through the driver's, CUDA 13's form), the driver's of CUDA
+ * 12.8 and 13 through lookups by name, and a 3D batch. */
+static void batches(const unsigned char *data, void *st)
+{
+    CUmemcpyAttributes in_order = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    size_t at0 = 0;
+
+    /* a whole chunk overwritten is not fetched; a source read is */
+    push_out(4, 5, 6, 7);
+    uint64_t h = fetched();
+    void *dsts[2] = {buf[1] + CHUNK, host};
+    const void *srcs[2] = {data, buf[2] + 100};
+    size_t sizes[2] = {CHUNK, 1000};
+    fake_counts_t c = fake_counts();
+    CHECK(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, (struct cudaMemcpyAttributes *)&in_order,
+                               &at0, 1, st) == cudaSuccess, "cudaMemcpyBatchAsync");
+    CHECK(fake_counts().copies - c.copies == 2, "...made its two copies");
+    CHECK(fetched() - h == CHUNK, "...fetched the chunk it reads and not the one it overwrites "
+          "(%llu bytes)", (unsigned long long)(fetched() - h));
+    CHECK(memcmp(host, model[2] + 100, 1000) == 0, "...read what allocation 2 holds");
+    memcpy(model[1] + CHUNK, data, CHUNK);
+    expect_model(1, "cudaMemcpyBatchAsync");
+
+    /* a source CUDA may read at once, out of stream order: lms's fetch has
+     * landed before the call goes on (the stand-in reads it then) */
+    push_out(4, 5, 6, 7);
+    CUmemcpyAttributes at_once = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL};
+    CUdeviceptr d1[1] = {DEV(host)}, s1[1] = {DEV(buf[3])};
+    size_t n1[1] = {SIZE};
+    memset(host, 0, SIZE);
+    CHECK(cuMemcpyBatchAsync(d1, s1, n1, 1, &at_once, &at0, 1, (CUstream)st) == CUDA_SUCCESS,
+          "cuMemcpyBatchAsync, source read during the call");
+    CHECK(memcmp(host, model[3], SIZE) == 0, "...read what allocation 3 holds");
+
+    /* a batch CUDA refuses (no srcAccessOrder) overwrites nothing */
+    push_out(4, 5, 6, 7);
+    CUmemcpyAttributes none = {0};
+    d1[0] = DEV(buf[0]), s1[0] = DEV(data), n1[0] = CHUNK;
+    c = fake_counts();
+    CHECK(cuMemcpyBatchAsync(d1, s1, n1, 1, &none, &at0, 1, (CUstream)st) ==
+              CUDA_ERROR_INVALID_VALUE, "a batch without a source access order is refused");
+    CHECK(fake_counts().copies == c.copies, "...copies nothing");
+    expect_model(0, "...and loses nothing of the chunk it would have written");
+
+    /* lookups by name: CUDA 12.8's form for 12.8, 13's for 13, per-thread twin */
+    void *self = dlopen(NULL, RTLD_NOW), *fn = NULL;
+    CUdriverProcAddressQueryResult found;
+    CHECK(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 12080, 0, &found) == CUDA_SUCCESS &&
+              fn == dlsym(self, "cuMemcpyBatchAsync"),
+          "cuGetProcAddress(cuMemcpyBatchAsync, 12.8) is lms's 12.8 form");
+    PFN_cuMemcpyBatchAsync_v12080 v12 = (PFN_cuMemcpyBatchAsync_v12080)fn;
+    CHECK(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 13000, 0, &found) == CUDA_SUCCESS &&
+              fn == dlsym(self, "cuMemcpyBatchAsync_v2"), "...and its _v2 for 13");
+    CHECK(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 13000,
+                           CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &found) == CUDA_SUCCESS &&
+              fn == dlsym(self, "cuMemcpyBatchAsync_v2_ptsz"), "...and its _v2_ptsz per thread");
+    dlclose(self);
+
+    /* the 12.8 form: a device-to-device copy; one larger than the device
+     * fails, reaches no copy, and names no copy in failIdx */
+    size_t fail = 0;
+    d1[0] = DEV(buf[4]), s1[0] = DEV(buf[3]), n1[0] = SIZE;
+    CHECK(v12 != NULL && v12(d1, s1, n1, 1, &in_order, &at0, 1, &fail, (CUstream)st) == CUDA_SUCCESS,
+          "the 12.8 form");
+    memcpy(model[4], model[3], SIZE);
+    expect_model(4, "the 12.8 form");
+    char *big;
+    CHECK(cudaMalloc((void **)&big, 20 * MIB) == cudaSuccess, "20 MiB");
+    d1[0] = DEV(host), s1[0] = DEV(big), n1[0] = 20 * MIB;
+    c = fake_counts();
+    CHECK(v12(d1, s1, n1, 1, &in_order, &at0, 1, &fail, (CUstream)st) == CUDA_ERROR_OUT_OF_MEMORY,
+          "a batch larger than the device fails");
+    CHECK(fail == SIZE_MAX && fake_counts().copies == c.copies,
+          "...names no copy (failIdx %zu) and reaches no copy", fail);
+    CHECK(cudaFree(big) == cudaSuccess, "cudaFree");
+
+    /* 3D: 40-byte rows, 4096 apart, 3 to a layer of 8 rows, read; one packed write */
+    CUDA_MEMCPY3D_BATCH_OP ops[2] = {
+        {.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER,
+                 .op.ptr = {.ptr = DEV(buf[5] + 64), .rowLength = 4096, .layerHeight = 8}},
+         .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = {.ptr = DEV(host)}},
+         .extent = {40, 3, 2}, .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM},
+        {.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = {.ptr = DEV(data)}},
+         .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = {.ptr = DEV(buf[6] + 10)}},
+         .extent = {1000, 10, 3}, .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM},
+    };
+    push_out(1, 2, 3, 7);
+    memset(host, 0, 240);
+    CHECK(cuMemcpy3DBatchAsync(2, ops, 0, (CUstream)st) == CUDA_SUCCESS, "cuMemcpy3DBatchAsync");
+    size_t bad = 0;
+    for (size_t z = 0; z < 2; z++)
+        for (size_t y = 0; y < 3; y++)
+            bad += memcmp(host + (z * 3 + y) * 40, model[5] + 64 + (z * 8 + y) * 4096, 40) != 0;
+    CHECK(bad == 0, "cuMemcpy3DBatchAsync: %zu rows differ", bad);
+    memcpy(model[6] + 10, data, 30000);
+    expect_model(6, "cuMemcpy3DBatchAsync");
 }
 
 int main(void)
@@ -188,6 +303,8 @@ int main(void)
           "a copy through it");
     memcpy(model[2], data + 1, 3 * MIB);
     expect_model(2, "a copy through cuGetProcAddress's answer");
+
+    batches(data, st);
 
     /* NCCL: an all-reduce (one rank's sum: a copy), an all-gather of two ranks */
     int two = 2;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
 #include "lms.h"
@@ -441,6 +442,110 @@ API CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char v, s
 {
     set2d(D(dst), pitch, &v, 1, width, height, stream);
     return CUDA_SUCCESS;
+}
+
+/* ---- batched copies ---------------------------------------------------------------- */
+
+/* CUDA 12.8's forms, beside 13's (cuda.h's names are macros for those) */
+#undef cuMemcpyBatchAsync
+#undef cuMemcpy3DBatchAsync
+
+static int valid_order(CUmemcpySrcAccessOrder o)
+{
+    return o >= CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o <= CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+}
+
+/* Copies whose source may be read out of stream order are made at once,
+ * before what the stream was given is done (lms's fetches among it), as a
+ * copy engine may; the others after it. A batch CUDA would refuse does
+ * nothing. */
+static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                      CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, CUstream stream)
+{
+    if (count == 0 || nattrs == 0 || nattrs > count || idxs[0] != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t k = 0; k < nattrs; k++)
+        if ((k > 0 && (idxs[k] <= idxs[k - 1] || idxs[k] >= count)) ||
+            !valid_order(attrs[k].srcAccessOrder))
+            return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0, k = 0; i < count; i++) {
+        while (k + 1 < nattrs && idxs[k + 1] <= i)
+            k++;
+        if (attrs[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
+            settle(stream);
+        memmove(D(dsts[i]), D(srcs[i]), sizes[i]);
+        copied();
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                   size_t count, CUmemcpyAttributes *attrs, size_t *idxs,
+                                   size_t nattrs, CUstream stream)
+{
+    return batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, stream);
+}
+
+API CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                        size_t count, CUmemcpyAttributes *attrs, size_t *idxs,
+                                        size_t nattrs, CUstream stream)
+{
+    return batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, stream);
+}
+
+API CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs,
+                                size_t *fail, CUstream stream)
+{
+    CUresult r = batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, stream);
+    if (r != CUDA_SUCCESS && fail != NULL)
+        *fail = SIZE_MAX;
+    return r;
+}
+
+/* Pointer operands only. */
+API CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops,
+                                     unsigned long long flags, CUstream stream)
+{
+    if (n == 0 || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++)
+        if (!valid_order(ops[i].srcAccessOrder) || ops[i].src.type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
+            ops[i].dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER)
+            return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        const CUDA_MEMCPY3D_BATCH_OP *o = &ops[i];
+        const CUextent3D *e = &o->extent;
+        if (o->srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
+            settle(stream);
+        size_t srow = o->src.op.ptr.rowLength ? o->src.op.ptr.rowLength : e->width;
+        size_t slayer = o->src.op.ptr.layerHeight ? o->src.op.ptr.layerHeight : e->height;
+        size_t drow = o->dst.op.ptr.rowLength ? o->dst.op.ptr.rowLength : e->width;
+        size_t dlayer = o->dst.op.ptr.layerHeight ? o->dst.op.ptr.layerHeight : e->height;
+        for (size_t z = 0; z < e->depth; z++)
+            for (size_t y = 0; y < e->height; y++)
+                memmove((char *)D(o->dst.op.ptr.ptr) + (z * dlayer + y) * drow,
+                        (const char *)D(o->src.op.ptr.ptr) + (z * slayer + y) * srow, e->width);
+        copied();
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The runtime's, CUDA 13's form: through the driver's, looked up by name
+ * (lms's answer), as the runtime makes it. */
+API cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs,
+                                     const size_t *sizes, size_t count,
+                                     struct cudaMemcpyAttributes *attrs, size_t *idxs,
+                                     size_t nattrs, cudaStream_t stream)
+{
+    PFN_cuMemcpyBatchAsync_v13000 fn = NULL;
+    if (cuGetProcAddress_v2("cuMemcpyBatchAsync", (void **)&fn, 13000, 0, NULL) != CUDA_SUCCESS)
+        return cudaErrorUnknown;
+    CUresult r = fn((CUdeviceptr *)(uintptr_t)dsts, (CUdeviceptr *)(uintptr_t)srcs,
+                    (size_t *)(uintptr_t)sizes, count, (CUmemcpyAttributes *)attrs, idxs, nattrs,
+                    (CUstream)stream);
+    return r == CUDA_SUCCESS ? cudaSuccess : r == CUDA_ERROR_INVALID_VALUE ? cudaErrorInvalidValue
+                                                                           : cudaErrorUnknown;
 }
 
 /* ---- NCCL -------------------------------------------------------------------------- */
