@@ -11,8 +11,9 @@
  * runtime copy with a kind CUDA does not know writes, rather than
  * overwrites: CUDA will refuse it, and an overwrite would have given up the
  * destination's contents. A range whose extent cannot be known (the linear
- * side of a copy to or from a CUDA array, whose width is in the array's
- * elements, or an extent whose arithmetic overflows), or that does not lie
+ * side of a 3D copy to or from a CUDA array, whose width is in the array's
+ * elements, where the 2D and linear ones give bytes; or an extent whose
+ * arithmetic overflows), or that does not lie
  * inside one live allocation (the program's mistake, which CUDA will report
  * in its own way), makes the whole allocations its first and last bytes
  * fall in resident instead (lms_access_pointers), and then so do all the
@@ -279,24 +280,71 @@ static void touch_pitched(touches_t *t, struct cudaPitchedPtr p, struct cudaPos 
     touch(t, at != NULL ? at : p.ptr, at != NULL ? bytes : UNKNOWN, mode);
 }
 
-static lms_status_t copy3d(const struct cudaMemcpy3DParms *p, void *stream)
-{
-    if (p == NULL)
-        return LMS_OK; /* CUDA's to refuse */
-    TOUCHES(t);
-    bool array = p->srcArray != NULL || p->dstArray != NULL;
-    if (p->srcArray == NULL)
-        touch_pitched(&t, p->srcPtr, p->srcPos, p->extent, array, LMS_READ);
-    if (p->dstArray == NULL)
-        touch_pitched(&t, p->dstPtr, p->dstPos, p->extent, array, LMS_WRITE);
-    return run(&t, stream);
-}
+/* A runtime 3D copy, within a device or between two (p: a cudaMemcpy3DParms
+ * or a cudaMemcpy3DPeerParms, whose fields of the same names mean the same). */
+#define COPY3D(p, stream)                                                                   \
+    do {                                                                                    \
+        if ((p) == NULL)                                                                    \
+            return LMS_OK; /* CUDA's to refuse */                                           \
+        TOUCHES(t);                                                                         \
+        bool array = (p)->srcArray != NULL || (p)->dstArray != NULL;                        \
+        if ((p)->srcArray == NULL)                                                          \
+            touch_pitched(&t, (p)->srcPtr, (p)->srcPos, (p)->extent, array, LMS_READ);      \
+        if ((p)->dstArray == NULL)                                                          \
+            touch_pitched(&t, (p)->dstPtr, (p)->dstPos, (p)->extent, array, LMS_WRITE);     \
+        return run(&t, (stream));                                                           \
+    } while (0)
 
-lms_status_t access_cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy3d(p, NULL); }
+lms_status_t access_cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { COPY3D(p, NULL); }
 
 lms_status_t access_cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
 {
-    return copy3d(p, stream);
+    COPY3D(p, stream);
+}
+
+/* The other device's memory is not lms's: only lms's side is a range. */
+lms_status_t access_cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p) { COPY3D(p, NULL); }
+
+lms_status_t access_cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms *p,
+                                          cudaStream_t stream)
+{
+    COPY3D(p, stream);
+}
+
+/* Copies between a CUDA array and linear memory: width is in bytes, so
+ * the linear side's range is known; the array is not lms's. */
+lms_status_t access_cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset,
+                                        const void *src, size_t spitch, size_t width,
+                                        size_t height, enum cudaMemcpyKind kind)
+{
+    (void)dst, (void)wOffset, (void)hOffset;
+    return copy2d(NULL, 0, src, spitch, width, height, kind, NULL);
+}
+
+lms_status_t access_cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset,
+                                             const void *src, size_t spitch, size_t width,
+                                             size_t height, enum cudaMemcpyKind kind,
+                                             cudaStream_t stream)
+{
+    (void)dst, (void)wOffset, (void)hOffset;
+    return copy2d(NULL, 0, src, spitch, width, height, kind, stream);
+}
+
+lms_status_t access_cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_const_t src,
+                                          size_t wOffset, size_t hOffset, size_t width,
+                                          size_t height, enum cudaMemcpyKind kind)
+{
+    (void)src, (void)wOffset, (void)hOffset;
+    return copy2d(dst, dpitch, NULL, 0, width, height, kind, NULL);
+}
+
+lms_status_t access_cudaMemcpy2DFromArrayAsync(void *dst, size_t dpitch, cudaArray_const_t src,
+                                               size_t wOffset, size_t hOffset, size_t width,
+                                               size_t height, enum cudaMemcpyKind kind,
+                                               cudaStream_t stream)
+{
+    (void)src, (void)wOffset, (void)hOffset;
+    return copy2d(dst, dpitch, NULL, 0, width, height, kind, stream);
 }
 
 lms_status_t access_cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice,
@@ -493,25 +541,51 @@ lms_status_t access_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStr
     return drv_copy2d(pCopy, hStream);
 }
 
-static lms_status_t drv_copy3d(const CUDA_MEMCPY3D *c, void *stream)
-{
-    if (c == NULL)
-        return LMS_OK;
-    TOUCHES(t);
-    touch_side(&t, c->srcMemoryType, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ, c->srcPitch,
-               c->srcHeight, span3d(c->srcPitch, c->srcHeight, c->WidthInBytes, c->Height, c->Depth),
-               LMS_READ);
-    touch_side(&t, c->dstMemoryType, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch,
-               c->dstHeight, span3d(c->dstPitch, c->dstHeight, c->WidthInBytes, c->Height, c->Depth),
-               LMS_WRITE);
-    return run(&t, stream);
-}
+/* A driver 3D copy (c: a CUDA_MEMCPY3D or a CUDA_MEMCPY3D_PEER, whose
+ * fields of the same names mean the same). */
+#define DRV_COPY3D(c, stream)                                                               \
+    do {                                                                                    \
+        if ((c) == NULL)                                                                    \
+            return LMS_OK;                                                                  \
+        TOUCHES(t);                                                                         \
+        touch_side(&t, (c)->srcMemoryType, (c)->srcDevice, (c)->srcXInBytes, (c)->srcY,     \
+                   (c)->srcZ, (c)->srcPitch, (c)->srcHeight,                                \
+                   span3d((c)->srcPitch, (c)->srcHeight, (c)->WidthInBytes, (c)->Height,    \
+                          (c)->Depth), LMS_READ);                                           \
+        touch_side(&t, (c)->dstMemoryType, (c)->dstDevice, (c)->dstXInBytes, (c)->dstY,     \
+                   (c)->dstZ, (c)->dstPitch, (c)->dstHeight,                                \
+                   span3d((c)->dstPitch, (c)->dstHeight, (c)->WidthInBytes, (c)->Height,    \
+                          (c)->Depth), LMS_WRITE);                                          \
+        return run(&t, (stream));                                                           \
+    } while (0)
 
-lms_status_t access_cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { return drv_copy3d(pCopy, NULL); }
+lms_status_t access_cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { DRV_COPY3D(pCopy, NULL); }
 
 lms_status_t access_cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
-    return drv_copy3d(pCopy, hStream);
+    DRV_COPY3D(pCopy, hStream);
+}
+
+lms_status_t access_cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy) { DRV_COPY3D(pCopy, NULL); }
+
+lms_status_t access_cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+    DRV_COPY3D(pCopy, hStream);
+}
+
+/* Between a CUDA array (not lms's) and linear device memory. */
+lms_status_t access_cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice,
+                                    size_t ByteCount)
+{
+    (void)dstArray, (void)dstOffset;
+    return copy1(NULL, DPTR(srcDevice), ByteCount, LMS_READ, NULL);
+}
+
+lms_status_t access_cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset,
+                                    size_t ByteCount)
+{
+    (void)srcArray, (void)srcOffset;
+    return copy1((void *)DPTR(dstDevice), NULL, ByteCount, LMS_OVERWRITE, NULL);
 }
 
 /* ---- batches (CUDA 12.8 and later; Note [Batched copies]) ---------------------- */

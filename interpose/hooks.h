@@ -190,6 +190,40 @@
       cudaStream_t stream), (p, stream))                                                      \
     X(rt, cudaError_t, cudaMemcpy3DAsync_ptsz, (const struct cudaMemcpy3DParms *p,            \
       cudaStream_t stream), (p, stream))                                                      \
+    X(rt, cudaError_t, cudaMemcpy3DPeer, (const struct cudaMemcpy3DPeerParms *p), (p))        \
+    X(rt, cudaError_t, cudaMemcpy3DPeer_ptds, (const struct cudaMemcpy3DPeerParms *p), (p))   \
+    X(rt, cudaError_t, cudaMemcpy3DPeerAsync, (const struct cudaMemcpy3DPeerParms *p,         \
+      cudaStream_t stream), (p, stream))                                                      \
+    X(rt, cudaError_t, cudaMemcpy3DPeerAsync_ptsz, (const struct cudaMemcpy3DPeerParms *p,    \
+      cudaStream_t stream), (p, stream))                                                      \
+    X(rt, cudaError_t, cudaMemcpy2DToArray, (cudaArray_t dst, size_t wOffset, size_t hOffset, \
+      const void *src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind), \
+      (dst, wOffset, hOffset, src, spitch, width, height, kind))                              \
+    X(rt, cudaError_t, cudaMemcpy2DToArray_ptds, (cudaArray_t dst, size_t wOffset,            \
+      size_t hOffset, const void *src, size_t spitch, size_t width, size_t height,            \
+      enum cudaMemcpyKind kind), (dst, wOffset, hOffset, src, spitch, width, height, kind))   \
+    X(rt, cudaError_t, cudaMemcpy2DToArrayAsync, (cudaArray_t dst, size_t wOffset,            \
+      size_t hOffset, const void *src, size_t spitch, size_t width, size_t height,            \
+      enum cudaMemcpyKind kind, cudaStream_t stream), (dst, wOffset, hOffset, src, spitch,    \
+      width, height, kind, stream))                                                           \
+    X(rt, cudaError_t, cudaMemcpy2DToArrayAsync_ptsz, (cudaArray_t dst, size_t wOffset,       \
+      size_t hOffset, const void *src, size_t spitch, size_t width, size_t height,            \
+      enum cudaMemcpyKind kind, cudaStream_t stream), (dst, wOffset, hOffset, src, spitch,    \
+      width, height, kind, stream))                                                           \
+    X(rt, cudaError_t, cudaMemcpy2DFromArray, (void *dst, size_t dpitch, cudaArray_const_t src, \
+      size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind), \
+      (dst, dpitch, src, wOffset, hOffset, width, height, kind))                              \
+    X(rt, cudaError_t, cudaMemcpy2DFromArray_ptds, (void *dst, size_t dpitch,                 \
+      cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height,     \
+      enum cudaMemcpyKind kind), (dst, dpitch, src, wOffset, hOffset, width, height, kind))   \
+    X(rt, cudaError_t, cudaMemcpy2DFromArrayAsync, (void *dst, size_t dpitch,                 \
+      cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height,     \
+      enum cudaMemcpyKind kind, cudaStream_t stream), (dst, dpitch, src, wOffset, hOffset,    \
+      width, height, kind, stream))                                                           \
+    X(rt, cudaError_t, cudaMemcpy2DFromArrayAsync_ptsz, (void *dst, size_t dpitch,            \
+      cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height,     \
+      enum cudaMemcpyKind kind, cudaStream_t stream), (dst, dpitch, src, wOffset, hOffset,    \
+      width, height, kind, stream))                                                           \
     X(rt, cudaError_t, cudaMemcpyPeer, (void *dst, int dstDevice, const void *src,            \
       int srcDevice, size_t count), (dst, dstDevice, src, srcDevice, count))                  \
     X(rt, cudaError_t, cudaMemcpyPeerAsync, (void *dst, int dstDevice, const void *src,       \
@@ -305,6 +339,20 @@
       (pCopy, hStream))                                                                       \
     X(drv, CUresult, cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *pCopy,                    \
       CUstream hStream), (pCopy, hStream))                                                    \
+    X(drv, CUresult, cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))              \
+    X(drv, CUresult, cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy))         \
+    X(drv, CUresult, cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), \
+      (pCopy, hStream))                                                                       \
+    X(drv, CUresult, cuMemcpy3DPeerAsync_ptsz, (const CUDA_MEMCPY3D_PEER *pCopy,              \
+      CUstream hStream), (pCopy, hStream))                                                    \
+    X(drv, CUresult, cuMemcpyDtoA_v2, (CUarray dstArray, size_t dstOffset,                    \
+      CUdeviceptr srcDevice, size_t ByteCount), (dstArray, dstOffset, srcDevice, ByteCount))  \
+    X(drv, CUresult, cuMemcpyDtoA_v2_ptds, (CUarray dstArray, size_t dstOffset,               \
+      CUdeviceptr srcDevice, size_t ByteCount), (dstArray, dstOffset, srcDevice, ByteCount))  \
+    X(drv, CUresult, cuMemcpyAtoD_v2, (CUdeviceptr dstDevice, CUarray srcArray,               \
+      size_t srcOffset, size_t ByteCount), (dstDevice, srcArray, srcOffset, ByteCount))       \
+    X(drv, CUresult, cuMemcpyAtoD_v2_ptds, (CUdeviceptr dstDevice, CUarray srcArray,          \
+      size_t srcOffset, size_t ByteCount), (dstDevice, srcArray, srcOffset, ByteCount))       \
     X(drv, CUresult, cuMemcpyBatchAsync, (CUdeviceptr *dsts, CUdeviceptr *srcs,              \
       size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
       size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs,  \

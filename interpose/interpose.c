@@ -29,10 +29,9 @@
  * life of the graphs made from it, and a stream that may be joining a
  * capture (a wait for an event) is let go of first (Note [Graph capture]
  * in graph.c). Batched copies are hooked in the driver, in both CUDA
- * 12.8's and 13's forms (Note [Batched copies] in access.c). Not hooked
- * yet: copies to and from CUDA arrays whose linear side is lms's (outside
- * batches), and peer copies of 3D regions: their lms memory must be
- * pinned (lms_pin). On the
+ * 12.8's and 13's forms (Note [Batched copies] in access.c). Every copy
+ * and memset of CUDA 13 that can touch device memory is hooked, those to
+ * and from CUDA arrays and the 3D peer copies among them. On the
  * sim backend nothing runs kernels: tests/interpose checks the hooks with
  * a stand-in CUDA.
  *

@@ -15,7 +15,9 @@
  * the device fails without reaching CUDA, lookups by name give the copy
  * hooks, and an NCCL group's buffers are made resident together at
  * ncclGroupEnd (one that cannot fit fails there, loses nothing, and goes
- * through once memory is free), and batched copies (batches()). With
+ * through once memory is free), batched copies (batches()), copies
+ * between CUDA arrays and lms memory and 3D peer copies
+ * (arrays_and_peers()). With
  * LMS_PIN_SMALLER_THAN=64KiB, a small allocation stays resident through
  * all of it.
  */
@@ -62,6 +64,18 @@ static void expect_model(int i, const char *what)
     while (at < SIZE && host[at] == model[i][at])
         at++;
     CHECK(at == SIZE, "%s: allocation %d differs from its model at byte %zu", what, i, at);
+}
+
+/* How many of the depth x height rows of `width` bytes packed in host
+ * differ from those at `from`, `pitch` apart and `rows` to a slice. */
+static size_t rows_differ(const unsigned char *from, size_t pitch, size_t rows, size_t width,
+                          size_t height, size_t depth)
+{
+    size_t bad = 0;
+    for (size_t z = 0; z < depth; z++)
+        for (size_t y = 0; y < height; y++)
+            bad += memcmp(host + (z * height + y) * width, from + (z * rows + y) * pitch, width) != 0;
+    return bad;
 }
 
 static uint64_t fetched(void)
@@ -175,13 +189,71 @@ static void batches(const unsigned char *data, void *st)
     push_out(1, 2, 3, 7);
     memset(host, 0, 240);
     CHECK(cuMemcpy3DBatchAsync(2, ops, 0, (CUstream)st) == CUDA_SUCCESS, "cuMemcpy3DBatchAsync");
-    size_t bad = 0;
-    for (size_t z = 0; z < 2; z++)
-        for (size_t y = 0; y < 3; y++)
-            bad += memcmp(host + (z * 3 + y) * 40, model[5] + 64 + (z * 8 + y) * 4096, 40) != 0;
+    size_t bad = rows_differ(model[5] + 64, 4096, 8, 40, 3, 2);
     CHECK(bad == 0, "cuMemcpy3DBatchAsync: %zu rows differ", bad);
     memcpy(model[6] + 10, data, 30000);
     expect_model(6, "cuMemcpy3DBatchAsync");
+}
+
+/* Copies between CUDA arrays (the stand-in's: host rows FAKE_ARRAY_PITCH
+ * apart) and lms memory, and 3D peer copies, each out of or into memory
+ * pushed out first. */
+static void arrays_and_peers(const unsigned char *data)
+{
+    unsigned char *arr = malloc(512 * FAKE_ARRAY_PITCH);
+    CHECK(arr != NULL, "host memory");
+
+    /* 50 rows of 100 bytes, 8192 apart, into the array at (8, 2) */
+    push_out(4, 5, 6, 7);
+    CHECK(cudaMemcpy2DToArray((cudaArray_t)arr, 8, 2, buf[2] + 300, 8192, 100, 50,
+                              cudaMemcpyDeviceToDevice) == cudaSuccess, "cudaMemcpy2DToArray");
+    size_t bad = 0;
+    for (size_t y = 0; y < 50; y++)
+        bad += memcmp(arr + (2 + y) * FAKE_ARRAY_PITCH + 8, model[2] + 300 + y * 8192, 100) != 0;
+    CHECK(bad == 0, "cudaMemcpy2DToArray: %zu rows differ", bad);
+
+    /* a whole chunk written from the array is not fetched */
+    memcpy(arr, data, 512 * FAKE_ARRAY_PITCH);
+    push_out(4, 5, 6, 7);
+    uint64_t h = fetched();
+    CHECK(cudaMemcpy2DFromArray(buf[1], FAKE_ARRAY_PITCH, (cudaArray_const_t)arr, 0, 0,
+                                FAKE_ARRAY_PITCH, 512, cudaMemcpyDeviceToDevice) == cudaSuccess,
+          "cudaMemcpy2DFromArray");
+    CHECK(fetched() == h, "...of a whole chunk fetched %llu bytes",
+          (unsigned long long)(fetched() - h));
+    memcpy(model[1], data, CHUNK);
+    expect_model(1, "cudaMemcpy2DFromArray");
+
+    /* the driver's, linear */
+    push_out(4, 5, 6, 7);
+    CHECK(cuMemcpyDtoA((CUarray)arr, 5, DEV(buf[3] + 11), MIB) == CUDA_SUCCESS, "cuMemcpyDtoA");
+    CHECK(memcmp(arr + 5, model[3] + 11, MIB) == 0, "cuMemcpyDtoA: the array differs");
+    CHECK(cuMemcpyAtoD(DEV(buf[0] + CHUNK + 7), (CUarray)arr, 64, 1000) == CUDA_SUCCESS,
+          "cuMemcpyAtoD");
+    memcpy(model[0] + CHUNK + 7, arr + 64, 1000);
+    expect_model(0, "cuMemcpyAtoD");
+
+    /* 3D peer copies: out of lms memory (rows 4096 apart, 16 to a slice), into it */
+    push_out(1, 2, 3, 7);
+    struct cudaMemcpy3DPeerParms p = {
+        .srcPtr = {.ptr = buf[5], .pitch = 4096, .xsize = 4096, .ysize = 16},
+        .srcPos = {.x = 24, .y = 1, .z = 2},
+        .dstPtr = {.ptr = host, .pitch = 48, .xsize = 48, .ysize = 4},
+        .extent = {.width = 48, .height = 4, .depth = 3}};
+    memset(host, 0, 4096);
+    CHECK(cudaMemcpy3DPeer(&p) == cudaSuccess, "cudaMemcpy3DPeer");
+    bad = rows_differ(model[5] + (2 * 16 + 1) * 4096 + 24, 4096, 16, 48, 4, 3);
+    CHECK(bad == 0, "cudaMemcpy3DPeer: %zu rows differ", bad);
+    CUDA_MEMCPY3D_PEER q = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = data, .srcPitch = 100,
+                            .srcHeight = 10, .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                            .dstDevice = DEV(buf[6]), .dstXInBytes = 3, .dstPitch = 1000,
+                            .dstHeight = 20, .WidthInBytes = 100, .Height = 10, .Depth = 2};
+    CHECK(cuMemcpy3DPeer(&q) == CUDA_SUCCESS, "cuMemcpy3DPeer");
+    for (size_t z = 0; z < 2; z++)
+        for (size_t y = 0; y < 10; y++)
+            memcpy(model[6] + (z * 20 + y) * 1000 + 3, data + (z * 10 + y) * 100, 100);
+    expect_model(6, "cuMemcpy3DPeer");
+    free(arr);
 }
 
 int main(void)
@@ -263,20 +335,14 @@ int main(void)
     /* pitched copies: rows of 1000 bytes, 8192 apart, out of memory evicted */
     CHECK(cudaMemcpy2D(host, 1000, buf[0] + 5000, 8192, 1000, 400, cudaMemcpyDeviceToHost) ==
               cudaSuccess, "cudaMemcpy2D");
-    size_t bad = 0;
-    for (size_t y = 0; y < 400; y++)
-        bad += memcmp(host + y * 1000, model[0] + 5000 + y * 8192, 1000) != 0;
+    size_t bad = rows_differ(model[0] + 5000, 8192, 400, 1000, 400, 1);
     CHECK(bad == 0, "cudaMemcpy2D: %zu rows differ", bad);
     CUDA_MEMCPY3D c3 = {.srcXInBytes = 16, .srcY = 1, .srcZ = 1, .srcMemoryType = CU_MEMORYTYPE_DEVICE,
                         .srcDevice = (CUdeviceptr)(uintptr_t)buf[1], .srcPitch = 65536,
                         .srcHeight = 16, .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = host,
                         .dstPitch = 64, .dstHeight = 4, .WidthInBytes = 64, .Height = 4, .Depth = 3};
     CHECK(cuMemcpy3D(&c3) == CUDA_SUCCESS, "cuMemcpy3D");
-    bad = 0;
-    for (size_t z = 0; z < 3; z++)
-        for (size_t y = 0; y < 4; y++)
-            bad += memcmp(host + (z * 4 + y) * 64, model[1] + ((1 + z) * 16 + 1 + y) * 65536 + 16,
-                          64) != 0;
+    bad = rows_differ(model[1] + (16 + 1) * 65536 + 16, 65536, 16, 64, 4, 3);
     CHECK(bad == 0, "cuMemcpy3D: %zu rows differ", bad);
 
     /* more than the device at once fails, and CUDA never sees it */
@@ -305,6 +371,7 @@ int main(void)
     expect_model(2, "a copy through cuGetProcAddress's answer");
 
     batches(data, st);
+    arrays_and_peers(data);
 
     /* NCCL: an all-reduce (one rank's sum: a copy), an all-gather of two ranks */
     int two = 2;

@@ -417,7 +417,7 @@ API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CU
     return CUDA_SUCCESS;
 }
 
-API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *c)
+static CUresult copy3d(const CUDA_MEMCPY3D *c)
 {
     settle(NULL);
     char *src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? (char *)(uintptr_t)c->srcHost : D(c->srcDevice);
@@ -431,6 +431,22 @@ API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *c)
     return CUDA_SUCCESS;
 }
 
+API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *c) { return copy3d(c); }
+
+/* Host or device memory on both sides, one device. */
+API CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p)
+{
+    CUDA_MEMCPY3D c = {
+        .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcZ = p->srcZ,
+        .srcMemoryType = p->srcMemoryType, .srcHost = p->srcHost, .srcDevice = p->srcDevice,
+        .srcPitch = p->srcPitch, .srcHeight = p->srcHeight,
+        .dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstZ = p->dstZ,
+        .dstMemoryType = p->dstMemoryType, .dstHost = p->dstHost, .dstDevice = p->dstDevice,
+        .dstPitch = p->dstPitch, .dstHeight = p->dstHeight,
+        .WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = p->Depth};
+    return copy3d(&c);
+}
+
 API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n)
 {
     set2d(D(dst), 4 * n, &v, 4, n, 1, NULL);
@@ -442,6 +458,57 @@ API CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char v, s
 {
     set2d(D(dst), pitch, &v, 1, width, height, stream);
     return CUDA_SUCCESS;
+}
+
+/* ---- CUDA arrays (host bytes: fake_cuda.h) and peer copies --------------------------- */
+
+API cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset,
+                                    const void *src, size_t spitch, size_t width, size_t height,
+                                    enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    copy2d((char *)dst + hOffset * FAKE_ARRAY_PITCH + wOffset, FAKE_ARRAY_PITCH, src, spitch, width,
+           height, NULL);
+    return cudaSuccess;
+}
+
+API cudaError_t cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_const_t src,
+                                      size_t wOffset, size_t hOffset, size_t width, size_t height,
+                                      enum cudaMemcpyKind kind)
+{
+    (void)kind;
+    copy2d(dst, dpitch, (const char *)src + hOffset * FAKE_ARRAY_PITCH + wOffset,
+           FAKE_ARRAY_PITCH, width, height, NULL);
+    return cudaSuccess;
+}
+
+API CUresult cuMemcpyDtoA_v2(CUarray dst, size_t offset, CUdeviceptr src, size_t n)
+{
+    copy2d((char *)dst + offset, n, D(src), n, n, 1, NULL);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t offset, size_t n)
+{
+    copy2d(D(dst), n, (char *)src + offset, n, n, 1, NULL);
+    return CUDA_SUCCESS;
+}
+
+/* Pointers on both sides, one device. */
+API cudaError_t cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms *p)
+{
+    settle(NULL);
+    for (size_t z = 0; z < p->extent.depth; z++)
+        for (size_t y = 0; y < p->extent.height; y++)
+            memmove((char *)p->dstPtr.ptr +
+                        ((p->dstPos.z + z) * p->dstPtr.ysize + p->dstPos.y + y) * p->dstPtr.pitch +
+                        p->dstPos.x,
+                    (const char *)p->srcPtr.ptr +
+                        ((p->srcPos.z + z) * p->srcPtr.ysize + p->srcPos.y + y) * p->srcPtr.pitch +
+                        p->srcPos.x,
+                    p->extent.width);
+    copied();
+    return cudaSuccess;
 }
 
 /* ---- batched copies ---------------------------------------------------------------- */

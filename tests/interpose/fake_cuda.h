@@ -52,6 +52,10 @@ typedef struct fake_fn {
 } fake_fn_t;
 #define FAKE_KERNEL 1
 
+/* A CUDA array is, to the stand-in, host bytes in rows FAKE_ARRAY_PITCH
+ * apart; a cudaArray_t or CUarray is its address. */
+#define FAKE_ARRAY_PITCH 4096
+
 /* Word j of [base, base + bytes) holds fake_word(seed, j). */
 static inline uint64_t fake_word(uint64_t seed, size_t j) { return seed * 0x100000001ull + j; }
 
