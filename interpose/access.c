@@ -57,12 +57,16 @@
  *   The program has said that no earlier work of the stream touches that
  *   memory, so the wait costs time, not correctness; those orders are for
  *   host sources, for which nothing waits.
- * - CUDA refuses a batch whose attributes are malformed (attrsIdxs[0] not
- *   0, not increasing, not below count; numAttrs 0 or over count; a
- *   srcAccessOrder that is not one of the three; for the 3D form, flags not
- *   0), but only after lms has made its memory resident: in such a batch,
- *   or with copy flags lms does not know, destinations are writes, not
- *   overwrites, and give nothing up.
+ * - CUDA refuses a whole batch when one thing in it is malformed, but only
+ *   after lms has made its memory resident: attrsIdxs[0] not 0, not
+ *   increasing, not below count; numAttrs 0 or over count; a
+ *   srcAccessOrder not one of the three; address 0; the legacy stream
+ *   (NULL outside the per-thread forms); in the 3D form, flags not 0, an
+ *   extent of 0, or a rowLength or layerHeight (where given) below the
+ *   extent's width or height. In such a batch, or with copy flags lms does
+ *   not know, every destination is a write, not an overwrite, and gives
+ *   nothing up. With rows and layers at least the extent's, a 3D
+ *   destination is written whole exactly when its span is the bytes copied.
  * Between a pointer and a CUDA array, the extent is in the array's
  * elements: the pointer's whole allocation. CUDA 13 dropped the failIdx
  * argument, keeping the names for its forms (cuMemcpyBatchAsync_v2 in
@@ -590,8 +594,8 @@ lms_status_t access_cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, siz
 
 /* ---- batches (CUDA 12.8 and later; Note [Batched copies]) ---------------------- */
 
-/* A srcAccessOrder CUDA knows, and one that lets it read the source out of
- * stream order. */
+#if CUDA_VERSION >= 12080
+/* A srcAccessOrder CUDA knows. */
 static bool known_order(CUmemcpySrcAccessOrder o)
 {
     return o == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL ||
@@ -599,6 +603,13 @@ static bool known_order(CUmemcpySrcAccessOrder o)
 }
 
 static bool known_flags(unsigned flags) { return (flags & ~CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE) == 0; }
+
+/* The legacy default stream, on which CUDA refuses batches: NULL names it
+ * except in the per-thread forms. */
+static bool legacy(void *stream, bool per_thread)
+{
+    return stream == (void *)CU_STREAM_LEGACY || (stream == NULL && !per_thread);
+}
 
 /* Makes a batch's ranges resident; then, if a copy may read lms's memory
  * out of stream order (`wait`), waits for the stream. */
@@ -616,11 +627,12 @@ static lms_status_t run_batch(touches_t *t, void *stream, bool wait)
     return st;
 }
 
-/* Whether attrs and attrsIdxs are what CUDA takes: attrsIdxs[0] is 0, each
- * entry greater than the one before and less than count, numAttrs from 1
- * to count, every srcAccessOrder and flag one CUDA knows. */
-static bool well_formed(const CUmemcpyAttributes *attrs, const size_t *attrsIdxs, size_t numAttrs,
-                        size_t count)
+/* Whether CUDA takes a batch of count copies with these attributes:
+ * attrsIdxs[0] is 0, each entry greater than the one before and less than
+ * count, numAttrs from 1 to count, every srcAccessOrder and flag one CUDA
+ * knows, and no copy from or to address 0. */
+static bool well_formed(const CUdeviceptr *dsts, const CUdeviceptr *srcs, size_t count,
+                        const CUmemcpyAttributes *attrs, const size_t *attrsIdxs, size_t numAttrs)
 {
     if (attrs == NULL || attrsIdxs == NULL || numAttrs == 0 || numAttrs > count || attrsIdxs[0] != 0)
         return false;
@@ -628,16 +640,20 @@ static bool well_formed(const CUmemcpyAttributes *attrs, const size_t *attrsIdxs
         if ((k > 0 && (attrsIdxs[k] <= attrsIdxs[k - 1] || attrsIdxs[k] >= count)) ||
             !known_order(attrs[k].srcAccessOrder) || !known_flags(attrs[k].flags))
             return false;
+    for (size_t i = 0; i < count; i++)
+        if (dsts[i] == 0 || srcs[i] == 0)
+            return false;
     return true;
 }
 
 static lms_status_t batch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, const size_t *sizes,
                           size_t count, const CUmemcpyAttributes *attrs, const size_t *attrsIdxs,
-                          size_t numAttrs, void *stream)
+                          size_t numAttrs, void *stream, bool per_thread)
 {
     if (count == 0 || dsts == NULL || srcs == NULL || sizes == NULL)
         return LMS_OK; /* CUDA's to refuse */
-    bool ok = well_formed(attrs, attrsIdxs, numAttrs, count), wait = false;
+    bool ok = !legacy(stream, per_thread) && well_formed(dsts, srcs, count, attrs, attrsIdxs, numAttrs);
+    bool wait = false;
     TOUCHES(t);
     for (size_t i = 0, k = 0; i < count; i++) {
         while (ok && k + 1 < numAttrs && attrsIdxs[k + 1] <= i)
@@ -650,21 +666,52 @@ static lms_status_t batch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, cons
     return run_batch(&t, stream, wait);
 }
 
+/* No one copy failed when lms could not make a batch resident. */
+static lms_status_t no_index(lms_status_t st, size_t *failIdx)
+{
+    if (st != LMS_OK && failIdx != NULL)
+        *failIdx = SIZE_MAX;
+    return st;
+}
+
 lms_status_t access_cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
                                        size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,
                                        size_t numAttrs, size_t *failIdx, CUstream hStream)
 {
-    lms_status_t st = batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream);
-    if (st != LMS_OK && failIdx != NULL)
-        *failIdx = SIZE_MAX; /* no one copy's */
-    return st;
+    return no_index(batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, false),
+                    failIdx);
 }
 
-lms_status_t access_cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
-                                          size_t count, CUmemcpyAttributes *attrs,
-                                          size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+lms_status_t access_cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                            size_t count, CUmemcpyAttributes *attrs,
+                                            size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
+                                            CUstream hStream)
 {
-    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream);
+    return no_index(batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, true),
+                    failIdx);
+}
+
+/* Whether CUDA takes op (on top of what the batch's flags say): a
+ * srcAccessOrder and flags it knows, no extent 0, and pointer operands
+ * whose rowLength and layerHeight, where given, hold a row and a layer of
+ * the extent. */
+static bool op_well_formed(const CUDA_MEMCPY3D_BATCH_OP *op)
+{
+    const CUextent3D *e = &op->extent;
+    if (e->width == 0 || e->height == 0 || e->depth == 0 || !known_order(op->srcAccessOrder) ||
+        !known_flags(op->flags))
+        return false;
+    const CUmemcpy3DOperand *sides[2] = {&op->src, &op->dst};
+    for (int k = 0; k < 2; k++) {
+        const CUmemcpy3DOperand *o = sides[k];
+        if (o->type == CU_MEMCPY_OPERAND_TYPE_ARRAY)
+            continue;
+        if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER || o->op.ptr.ptr == 0 ||
+            (o->op.ptr.rowLength != 0 && o->op.ptr.rowLength < e->width) ||
+            (o->op.ptr.layerHeight != 0 && o->op.ptr.layerHeight < e->height))
+            return false;
+    }
+    return true;
 }
 
 /* One operand of a 3D batch copy of extent e: a pointer operand's rows are
@@ -677,29 +724,31 @@ static void touch_operand(touches_t *t, const CUmemcpy3DOperand *o, const CUexte
     if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER)
         return;
     const void *p = DPTR(o->op.ptr.ptr);
-    size_t row = o->op.ptr.rowLength != 0 ? o->op.ptr.rowLength : e->width;
-    size_t layer = o->op.ptr.layerHeight != 0 ? o->op.ptr.layerHeight : e->height;
-    size_t span = span3d(row, layer, e->width, e->height, e->depth), all;
     if (!bytes_known) {
         touch(t, p, UNKNOWN, mode == LMS_OVERWRITE ? LMS_WRITE : mode);
         return;
     }
-    /* written whole when the span is exactly the bytes copied */
+    size_t row = o->op.ptr.rowLength != 0 ? o->op.ptr.rowLength : e->width;
+    size_t layer = o->op.ptr.layerHeight != 0 ? o->op.ptr.layerHeight : e->height;
+    size_t span = span3d(row, layer, e->width, e->height, e->depth), all;
+    /* with rows and layers at least the extent's (op_well_formed), written
+     * whole when the span is exactly the bytes copied */
     bool whole = !__builtin_mul_overflow(e->width, e->height, &all) &&
                  !__builtin_mul_overflow(all, e->depth, &all) && span == all;
     touch(t, p, span, mode == LMS_OVERWRITE && !whole ? LMS_WRITE : mode);
 }
 
 static lms_status_t batch3d(size_t numOps, const CUDA_MEMCPY3D_BATCH_OP *ops,
-                            unsigned long long flags, void *stream)
+                            unsigned long long flags, void *stream, bool per_thread)
 {
     if (numOps == 0 || ops == NULL)
         return LMS_OK; /* CUDA's to refuse */
-    bool wait = false;
+    bool ok = flags == 0 && !legacy(stream, per_thread), wait = false;
+    for (size_t i = 0; ok && i < numOps; i++)
+        ok = op_well_formed(&ops[i]);
     TOUCHES(t);
     for (size_t i = 0; i < numOps; i++) {
         const CUDA_MEMCPY3D_BATCH_OP *op = &ops[i];
-        bool ok = flags == 0 && known_order(op->srcAccessOrder) && known_flags(op->flags);
         bool bytes_known = op->src.type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
                            op->dst.type == CU_MEMCPY_OPERAND_TYPE_POINTER;
         if ((!ok || op->srcAccessOrder != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) &&
@@ -715,17 +764,45 @@ lms_status_t access_cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *
                                          size_t *failIdx, unsigned long long flags,
                                          CUstream hStream)
 {
-    lms_status_t st = batch3d(numOps, opList, flags, hStream);
-    if (st != LMS_OK && failIdx != NULL)
-        *failIdx = SIZE_MAX; /* no one copy's */
-    return st;
+    return no_index(batch3d(numOps, opList, flags, hStream, false), failIdx);
+}
+
+lms_status_t access_cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                              size_t *failIdx, unsigned long long flags,
+                                              CUstream hStream)
+{
+    return no_index(batch3d(numOps, opList, flags, hStream, true), failIdx);
+}
+#endif /* CUDA_VERSION >= 12080 */
+
+#if CUDA_VERSION >= 13000
+lms_status_t access_cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+                                          size_t count, CUmemcpyAttributes *attrs,
+                                          size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+{
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, false);
+}
+
+lms_status_t access_cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs,
+                                               size_t *sizes, size_t count,
+                                               CUmemcpyAttributes *attrs, size_t *attrsIdxs,
+                                               size_t numAttrs, CUstream hStream)
+{
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, true);
 }
 
 lms_status_t access_cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
                                             unsigned long long flags, CUstream hStream)
 {
-    return batch3d(numOps, opList, flags, hStream);
+    return batch3d(numOps, opList, flags, hStream, false);
 }
+
+lms_status_t access_cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                                 unsigned long long flags, CUstream hStream)
+{
+    return batch3d(numOps, opList, flags, hStream, true);
+}
+#endif /* CUDA_VERSION >= 13000 */
 
 /* A driver memset of `height` rows of `width` elements of `size` bytes. */
 static lms_status_t drv_set(CUdeviceptr dst, size_t pitch, size_t width, size_t size,

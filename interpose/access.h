@@ -16,10 +16,6 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-/* The hooks define both forms of the batched copies: cuda.h's names are
- * macros for CUDA 13's (Note [Batched copies] in access.c). */
-#undef cuMemcpyBatchAsync
-#undef cuMemcpy3DBatchAsync
 
 #include "lms.h"
 #include "interpose/hooks.h"
@@ -27,7 +23,8 @@
 
 /* The _ptds and _ptsz twins touch what their base entry point touches: lms
  * treats the per-thread default stream as the legacy one (lms.h,
- * lms_stream_adopt). */
+ * lms_stream_adopt). The batched copies' are their own: CUDA refuses a
+ * batch on the legacy stream, and NULL names it only outside them. */
 #define access_cudaMemcpy_ptds access_cudaMemcpy
 #define access_cudaMemcpyAsync_ptsz access_cudaMemcpyAsync
 #define access_cudaMemcpy2D_ptds access_cudaMemcpy2D
@@ -70,10 +67,6 @@
 #define access_cuMemcpy3DPeerAsync_ptsz access_cuMemcpy3DPeerAsync
 #define access_cuMemcpyDtoA_v2_ptds access_cuMemcpyDtoA_v2
 #define access_cuMemcpyAtoD_v2_ptds access_cuMemcpyAtoD_v2
-#define access_cuMemcpyBatchAsync_ptsz access_cuMemcpyBatchAsync
-#define access_cuMemcpyBatchAsync_v2_ptsz access_cuMemcpyBatchAsync_v2
-#define access_cuMemcpy3DBatchAsync_ptsz access_cuMemcpy3DBatchAsync
-#define access_cuMemcpy3DBatchAsync_v2_ptsz access_cuMemcpy3DBatchAsync_v2
 #define access_cuMemsetD8_v2_ptds access_cuMemsetD8_v2
 #define access_cuMemsetD16_v2_ptds access_cuMemsetD16_v2
 #define access_cuMemsetD32_v2_ptds access_cuMemsetD32_v2

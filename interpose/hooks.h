@@ -17,7 +17,7 @@
  * declared only under CUDA_API_PER_THREAD_DEFAULT_STREAM). CUDA 13's cuda.h
  * declares CUDA 12.8's cuMemcpyBatchAsync and cuMemcpy3DBatchAsync only for
  * itself (the public names are macros for the _v2 forms, which dropped an
- * argument): access.h undoes the macros, and interpose.c checks those two
+ * argument): this file undoes the macros, and interpose.c checks those two
  * against cudaTypedefs.h's function types for 12.8.
  *
  * Two lists: LMS_HOOKS, whose entries lms answers itself (hook_<name> in
@@ -29,6 +29,12 @@
  */
 #ifndef LMS_INTERPOSE_HOOKS_H
 #define LMS_INTERPOSE_HOOKS_H
+
+#include <cuda.h> /* CUDA_VERSION: entry points newer than the headers are left out */
+/* The list has both forms of the batched copies: cuda.h's names are macros
+ * for CUDA 13's (Note [Batched copies] in access.c). */
+#undef cuMemcpyBatchAsync
+#undef cuMemcpy3DBatchAsync
 
 #define LMS_HOOKS(X)                                                                         \
     X(rt, cudaError_t, cudaMalloc, (void **devPtr, size_t size), (devPtr, size))             \
@@ -162,6 +168,46 @@
       (phGraphClone, originalGraph))                                                          \
     X(drv, CUresult, cuGraphDestroy, (CUgraph hGraph), (hGraph))                              \
     X(drv, CUresult, cuGraphExecDestroy, (CUgraphExec hGraphExec), (hGraphExec))
+
+/* Batched copies (Note [Batched copies] in access.c): CUDA 12.8's forms,
+ * and 13's _v2, which dropped failIdx; none with older headers. */
+#if CUDA_VERSION >= 12080
+#define LMS_BATCH_HOOKS_12080(X)                                                             \
+    X(drv, CUresult, cuMemcpyBatchAsync, (CUdeviceptr *dsts, CUdeviceptr *srcs,              \
+      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
+      size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs,  \
+      attrsIdxs, numAttrs, failIdx, hStream))                                                 \
+    X(drv, CUresult, cuMemcpyBatchAsync_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs,         \
+      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
+      size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs,  \
+      attrsIdxs, numAttrs, failIdx, hStream))                                                 \
+    X(drv, CUresult, cuMemcpy3DBatchAsync, (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,   \
+      size_t *failIdx, unsigned long long flags, CUstream hStream), (numOps, opList, failIdx, \
+      flags, hStream))                                                                        \
+    X(drv, CUresult, cuMemcpy3DBatchAsync_ptsz, (size_t numOps,                              \
+      CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags,              \
+      CUstream hStream), (numOps, opList, failIdx, flags, hStream))
+#else
+#define LMS_BATCH_HOOKS_12080(X)
+#endif
+#if CUDA_VERSION >= 13000
+#define LMS_BATCH_HOOKS_13000(X)                                                             \
+    X(drv, CUresult, cuMemcpyBatchAsync_v2, (CUdeviceptr *dsts, CUdeviceptr *srcs,           \
+      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
+      size_t numAttrs, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs,        \
+      numAttrs, hStream))                                                                     \
+    X(drv, CUresult, cuMemcpyBatchAsync_v2_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs,      \
+      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
+      size_t numAttrs, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs,        \
+      numAttrs, hStream))                                                                     \
+    X(drv, CUresult, cuMemcpy3DBatchAsync_v2, (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, \
+      unsigned long long flags, CUstream hStream), (numOps, opList, flags, hStream))          \
+    X(drv, CUresult, cuMemcpy3DBatchAsync_v2_ptsz, (size_t numOps,                           \
+      CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream), (numOps,   \
+      opList, flags, hStream))
+#else
+#define LMS_BATCH_HOOKS_13000(X)
+#endif
 
 #define LMS_ACCESS_HOOKS(X)                                                                   \
     X(rt, cudaError_t, cudaMemcpy, (void *dst, const void *src, size_t count,                 \
@@ -353,33 +399,8 @@
       size_t srcOffset, size_t ByteCount), (dstDevice, srcArray, srcOffset, ByteCount))       \
     X(drv, CUresult, cuMemcpyAtoD_v2_ptds, (CUdeviceptr dstDevice, CUarray srcArray,          \
       size_t srcOffset, size_t ByteCount), (dstDevice, srcArray, srcOffset, ByteCount))       \
-    X(drv, CUresult, cuMemcpyBatchAsync, (CUdeviceptr *dsts, CUdeviceptr *srcs,              \
-      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
-      size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs,  \
-      attrsIdxs, numAttrs, failIdx, hStream))                                                 \
-    X(drv, CUresult, cuMemcpyBatchAsync_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs,         \
-      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
-      size_t numAttrs, size_t *failIdx, CUstream hStream), (dsts, srcs, sizes, count, attrs,  \
-      attrsIdxs, numAttrs, failIdx, hStream))                                                 \
-    X(drv, CUresult, cuMemcpyBatchAsync_v2, (CUdeviceptr *dsts, CUdeviceptr *srcs,           \
-      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
-      size_t numAttrs, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs,        \
-      numAttrs, hStream))                                                                     \
-    X(drv, CUresult, cuMemcpyBatchAsync_v2_ptsz, (CUdeviceptr *dsts, CUdeviceptr *srcs,      \
-      size_t *sizes, size_t count, CUmemcpyAttributes *attrs, size_t *attrsIdxs,              \
-      size_t numAttrs, CUstream hStream), (dsts, srcs, sizes, count, attrs, attrsIdxs,        \
-      numAttrs, hStream))                                                                     \
-    X(drv, CUresult, cuMemcpy3DBatchAsync, (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,   \
-      size_t *failIdx, unsigned long long flags, CUstream hStream), (numOps, opList, failIdx, \
-      flags, hStream))                                                                        \
-    X(drv, CUresult, cuMemcpy3DBatchAsync_ptsz, (size_t numOps,                              \
-      CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags,              \
-      CUstream hStream), (numOps, opList, failIdx, flags, hStream))                           \
-    X(drv, CUresult, cuMemcpy3DBatchAsync_v2, (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, \
-      unsigned long long flags, CUstream hStream), (numOps, opList, flags, hStream))          \
-    X(drv, CUresult, cuMemcpy3DBatchAsync_v2_ptsz, (size_t numOps,                           \
-      CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream hStream), (numOps,   \
-      opList, flags, hStream))                                                                \
+    LMS_BATCH_HOOKS_12080(X)                                                                 \
+    LMS_BATCH_HOOKS_13000(X)                                                                 \
     X(drv, CUresult, cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N),      \
       (dstDevice, uc, N))                                                                     \
     X(drv, CUresult, cuMemsetD8_v2_ptds, (CUdeviceptr dstDevice, unsigned char uc,            \

@@ -74,8 +74,10 @@ _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
 LMS_ALL_HOOKS(HOOK_DECLARE)
 #undef HOOK_DECLARE
 
-/* CUDA 12.8's batched copies, which cuda.h of CUDA 13 does not declare for
- * programs: their types as cudaTypedefs.h gives them. */
+/* The batched copies' forms that cuda.h does not declare for programs (all
+ * per-thread twins, and CUDA 12.8's under CUDA 13's headers): their types
+ * as cudaTypedefs.h gives them. */
+#if CUDA_VERSION >= 12080
 _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemcpyBatchAsync),
                                             PFN_cuMemcpyBatchAsync_v12080) &&
                    __builtin_types_compatible_p(__typeof__(&cuMemcpyBatchAsync_ptsz),
@@ -83,12 +85,16 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemcpyBatchAsync),
                    __builtin_types_compatible_p(__typeof__(&cuMemcpy3DBatchAsync),
                                                 PFN_cuMemcpy3DBatchAsync_v12080) &&
                    __builtin_types_compatible_p(__typeof__(&cuMemcpy3DBatchAsync_ptsz),
-                                                PFN_cuMemcpy3DBatchAsync_v12080_ptsz) &&
-                   __builtin_types_compatible_p(__typeof__(&cuMemcpyBatchAsync_v2_ptsz),
-                                                PFN_cuMemcpyBatchAsync_v13000_ptsz) &&
+                                                PFN_cuMemcpy3DBatchAsync_v12080_ptsz),
+               "CUDA 12.8's batched copies' hooks have CUDA's types");
+#endif
+#if CUDA_VERSION >= 13000
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemcpyBatchAsync_v2_ptsz),
+                                            PFN_cuMemcpyBatchAsync_v13000_ptsz) &&
                    __builtin_types_compatible_p(__typeof__(&cuMemcpy3DBatchAsync_v2_ptsz),
                                                 PFN_cuMemcpy3DBatchAsync_v13000_ptsz),
-               "the batched copies' hooks have CUDA's types");
+               "CUDA 13's batched copies' per-thread hooks have CUDA's types");
+#endif
 
 /* ---- the real functions --------------------------------------------------------- */
 
@@ -692,8 +698,9 @@ static CUresult hook_cuGraphExecDestroy(CUgraphExec exec)
  * function exists stays CUDA's answer; when CUDA found it and the name is
  * one of the hooks' (by base name, in the version CUDA gives: the _v2 of
  * the memory functions for CUDA 3.2 and later, of cuStreamDestroy for 4.0
- * and later, of cuStreamBeginCapture for 10.1 and later, of the batched
- * copies for 13.0 and later; the _ptds or
+ * and later, of cuStreamBeginCapture for 10.1 and later, of
+ * cuGetProcAddress for 12.0 and later, of the batched copies for 13.0 and
+ * later; the _ptds or
  * _ptsz twin when the per-thread default stream is asked for;
  * wrapper_for), the answer is lms's wrapper instead. The lookup functions are hooked too, so a lookup
  * of cuGetProcAddress itself gets lms's, and so is dlsym on a library's
@@ -723,13 +730,15 @@ static int driver_hook(const char *name)
 /* lms's wrapper for the driver function `symbol` (a base name) in the
  * version CUDA gives for cudaVersion and flags, or NULL. The _v2 entry
  * points came with CUDA 3.2 (cuStreamDestroy's with 4.0,
- * cuStreamBeginCapture's with 10.1, the batched copies' with 13.0); the
+ * cuStreamBeginCapture's with 10.1, cuGetProcAddress's with 12.0, the
+ * batched copies' with 13.0); the
  * per-thread twins are _ptds for synchronous calls and _ptsz for the others. */
 static void *wrapper_for(const char *symbol, int version, uint64_t flags)
 {
     static const struct { const char *name; int since; } later_v2[] = {
         {"cuStreamDestroy", 4000},
         {"cuStreamBeginCapture", 10010},
+        {"cuGetProcAddress", 12000},
         {"cuMemcpyBatchAsync", 13000},
         {"cuMemcpy3DBatchAsync", 13000},
     };
@@ -780,13 +789,28 @@ static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cud
     return r;
 }
 
+/* The version of the runtime the program runs (cudaRuntimeGetVersion),
+ * which cudaGetDriverEntryPoint answers for; the headers' if it says none. */
+static int runtime_version(void)
+{
+    static int version;
+    int v = __atomic_load_n(&version, __ATOMIC_RELAXED);
+    if (v == 0) {
+        cudaError_t (*get)(int *) = (cudaError_t(*)(int *))interpose_sym("cudaRuntimeGetVersion");
+        if (get == NULL || get(&v) != cudaSuccess || v <= 0)
+            v = CUDA_VERSION;
+        __atomic_store_n(&version, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 static cudaError_t hook_cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
                                                 unsigned long long flags,
                                                 enum cudaDriverEntryPointQueryResult *status)
 {
     cudaError_t r = REAL_OR(cudaGetDriverEntryPoint, (symbol, funcPtr, flags, status), MISSING_rt);
     if (r == cudaSuccess && (status == NULL || *status == cudaDriverEntryPointSuccess))
-        swap_in(funcPtr, symbol, CUDA_VERSION, flags);
+        swap_in(funcPtr, symbol, runtime_version(), flags);
     return r;
 }
 

@@ -99,6 +99,15 @@ static void push_out(int a, int b, int c, int d)
 
 #define DEV(p) ((CUdeviceptr)(uintptr_t)(p))
 
+/* A call CUDA refused (r) copied nothing since `before`, and allocation
+ * i lost nothing. */
+static void refused(int i, fake_counts_t before, CUresult r, const char *what)
+{
+    CHECK(r == CUDA_ERROR_INVALID_VALUE, "%s is refused (%d)", what, (int)r);
+    CHECK(fake_counts().copies == before.copies, "%s: ...copies nothing", what);
+    expect_model(i, what);
+}
+
 /* Batched copies (Note [Batched copies] in interpose/access.c): the
  * runtime's (through the driver's, CUDA 13's form), the driver's of CUDA
  * 12.8 and 13 through lookups by name, and a 3D batch. */
@@ -106,6 +115,7 @@ static void batches(const unsigned char *data, void *st)
 {
     CUmemcpyAttributes in_order = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
     size_t at0 = 0;
+    CUresult r;
 
     /* a whole chunk overwritten is not fetched; a source read is */
     push_out(4, 5, 6, 7);
@@ -124,29 +134,41 @@ static void batches(const unsigned char *data, void *st)
     expect_model(1, "cudaMemcpyBatchAsync");
 
     /* a source CUDA may read at once, out of stream order: lms's fetch has
-     * landed before the call goes on (the stand-in reads it then) */
+     * landed before the call goes on (the stand-in reads it then, before
+     * the in-order copy before it in the list) */
     push_out(4, 5, 6, 7);
-    CUmemcpyAttributes at_once = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL};
-    CUdeviceptr d1[1] = {DEV(host)}, s1[1] = {DEV(buf[3])};
-    size_t n1[1] = {SIZE};
+    CUmemcpyAttributes two[2] = {in_order,
+                                 {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL}};
+    size_t at01[2] = {0, 1};
+    unsigned char spare[64];
+    CUdeviceptr d2[2] = {DEV(spare), DEV(host)}, s2[2] = {DEV(data), DEV(buf[3])};
+    size_t n2[2] = {sizeof spare, SIZE};
     memset(host, 0, SIZE);
-    CHECK(cuMemcpyBatchAsync(d1, s1, n1, 1, &at_once, &at0, 1, (CUstream)st) == CUDA_SUCCESS,
-          "cuMemcpyBatchAsync, source read during the call");
-    CHECK(memcmp(host, model[3], SIZE) == 0, "...read what allocation 3 holds");
+    CHECK(cuMemcpyBatchAsync(d2, s2, n2, 2, two, at01, 2, (CUstream)st) == CUDA_SUCCESS,
+          "cuMemcpyBatchAsync, the second source read during the call");
+    CHECK(memcmp(host, model[3], SIZE) == 0 && memcmp(spare, data, sizeof spare) == 0,
+          "...read what allocation 3 holds");
+    CUdeviceptr d1[1], s1[1];
+    size_t n1[1];
 
-    /* a batch CUDA refuses (no srcAccessOrder) overwrites nothing */
-    push_out(4, 5, 6, 7);
+    /* a batch CUDA refuses (no srcAccessOrder; the legacy stream) overwrites nothing */
     CUmemcpyAttributes none = {0};
     d1[0] = DEV(buf[0]), s1[0] = DEV(data), n1[0] = CHUNK;
+    push_out(4, 5, 6, 7);
     c = fake_counts();
-    CHECK(cuMemcpyBatchAsync(d1, s1, n1, 1, &none, &at0, 1, (CUstream)st) ==
-              CUDA_ERROR_INVALID_VALUE, "a batch without a source access order is refused");
-    CHECK(fake_counts().copies == c.copies, "...copies nothing");
-    expect_model(0, "...and loses nothing of the chunk it would have written");
+    r = cuMemcpyBatchAsync(d1, s1, n1, 1, &none, &at0, 1, (CUstream)st);
+    refused(0, c, r, "a batch without a source access order");
+    push_out(4, 5, 6, 7);
+    c = fake_counts();
+    r = cuMemcpyBatchAsync(d1, s1, n1, 1, &in_order, &at0, 1, NULL);
+    refused(0, c, r, "a batch on the legacy stream");
 
     /* lookups by name: CUDA 12.8's form for 12.8, 13's for 13, per-thread twin */
     void *self = dlopen(NULL, RTLD_NOW), *fn = NULL;
     CUdriverProcAddressQueryResult found;
+    CHECK(cuGetProcAddress("cuGetProcAddress", &fn, 11030, 0, &found) == CUDA_SUCCESS &&
+              fn == dlsym(self, "cuGetProcAddress"),
+          "cuGetProcAddress(cuGetProcAddress, 11.3) is lms's 4-argument form");
     CHECK(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 12080, 0, &found) == CUDA_SUCCESS &&
               fn == dlsym(self, "cuMemcpyBatchAsync"),
           "cuGetProcAddress(cuMemcpyBatchAsync, 12.8) is lms's 12.8 form");
@@ -156,6 +178,12 @@ static void batches(const unsigned char *data, void *st)
     CHECK(cuGetProcAddress("cuMemcpyBatchAsync", &fn, 13000,
                            CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &found) == CUDA_SUCCESS &&
               fn == dlsym(self, "cuMemcpyBatchAsync_v2_ptsz"), "...and its _v2_ptsz per thread");
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations" /* still called, and hooked */
+    CHECK(cudaGetDriverEntryPoint("cuMemcpyBatchAsync", &fn, cudaEnableDefault, NULL) ==
+              cudaSuccess && fn == dlsym(self, "cuMemcpyBatchAsync"),
+          "cudaGetDriverEntryPoint under a 12.9 runtime gives the 12.8 form");
+#pragma GCC diagnostic pop
     dlclose(self);
 
     /* the 12.8 form: a device-to-device copy; one larger than the device
@@ -176,22 +204,53 @@ static void batches(const unsigned char *data, void *st)
           "...names no copy (failIdx %zu) and reaches no copy", fail);
     CHECK(cudaFree(big) == cudaSuccess, "cudaFree");
 
-    /* 3D: 40-byte rows, 4096 apart, 3 to a layer of 8 rows, read; one packed write */
-    CUDA_MEMCPY3D_BATCH_OP ops[2] = {
+    /* 3D: 40-byte rows, 4096 apart, 3 to a layer of 8 rows, read out of
+     * stream order (the stand-in does it first, at once); one packed write
+     * of a whole chunk, not fetched; one of rows 4096 apart over a whole
+     * chunk and a bit, which keeps what lies between them */
+    CUDA_MEMCPY3D_BATCH_OP ops[3] = {
         {.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER,
                  .op.ptr = {.ptr = DEV(buf[5] + 64), .rowLength = 4096, .layerHeight = 8}},
          .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = {.ptr = DEV(host)}},
-         .extent = {40, 3, 2}, .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM},
+         .extent = {40, 3, 2}, .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_ANY},
         {.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = {.ptr = DEV(data)}},
-         .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = {.ptr = DEV(buf[6] + 10)}},
-         .extent = {1000, 10, 3}, .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM},
+         .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = {.ptr = DEV(buf[6])}},
+         .extent = {4096, 256, 2}, .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM},
+        {.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = {.ptr = DEV(data)}},
+         .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER,
+                 .op.ptr = {.ptr = DEV(buf[2]), .rowLength = 4096}},
+         .extent = {2048, 513, 1}, .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM},
     };
-    push_out(1, 2, 3, 7);
+    push_out(1, 3, 4, 7);
     memset(host, 0, 240);
-    CHECK(cuMemcpy3DBatchAsync(2, ops, 0, (CUstream)st) == CUDA_SUCCESS, "cuMemcpy3DBatchAsync");
+    h = fetched();
+    CHECK(cuMemcpy3DBatchAsync(3, ops, 0, (CUstream)st) == CUDA_SUCCESS, "cuMemcpy3DBatchAsync");
+    CHECK(fetched() - h == 3 * CHUNK, "...fetched the chunks it reads and writes part of, not the "
+          "one it writes whole (%llu bytes)", (unsigned long long)(fetched() - h));
     size_t bad = rows_differ(model[5] + 64, 4096, 8, 40, 3, 2);
     CHECK(bad == 0, "cuMemcpy3DBatchAsync: %zu rows differ", bad);
-    memcpy(model[6] + 10, data, 30000);
+    memcpy(model[6], data, CHUNK);
+    for (size_t row = 0; row < 513; row++)
+        memcpy(model[2] + row * 4096, data + row * 2048, 2048);
+    expect_model(6, "cuMemcpy3DBatchAsync");
+    expect_model(2, "cuMemcpy3DBatchAsync");
+
+    /* a 3D batch CUDA refuses (one op without a source access order; rows
+     * shorter than the extent's) overwrites nothing, in any of its ops */
+    CUDA_MEMCPY3D_BATCH_OP bad_ops[2] = {ops[1], ops[1]};
+    bad_ops[1].dst.op.ptr.ptr = DEV(host);
+    bad_ops[1].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_INVALID;
+    push_out(1, 3, 4, 7);
+    c = fake_counts();
+    r = cuMemcpy3DBatchAsync(2, bad_ops, 0, (CUstream)st);
+    refused(6, c, r, "a 3D batch with one bad op");
+    bad_ops[0].extent = (CUextent3D){MIB, 1, 2}; /* spans the chunk: 2 rows of half a MiB... */
+    bad_ops[0].dst.op.ptr.rowLength = MIB / 2;   /* ...under each other */
+    bad_ops[0].dst.op.ptr.layerHeight = 2;
+    push_out(1, 3, 4, 7);
+    c = fake_counts();
+    r = cuMemcpy3DBatchAsync(1, bad_ops, 0, (CUstream)st);
+    refused(6, c, r, "rows shorter than the extent's");
     expect_model(6, "cuMemcpy3DBatchAsync");
 }
 

@@ -313,6 +313,26 @@ API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuin
     return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
 }
 
+/* The stand-in's runtime says it is CUDA 12.9's, whose lookups give the
+ * 12.8 forms of the batched copies. */
+API cudaError_t cudaRuntimeGetVersion(int *version)
+{
+    *version = 12090;
+    return cudaSuccess;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+API cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsigned long long flags,
+                                        enum cudaDriverEntryPointQueryResult *status)
+{
+    *pfn = by_name(symbol, flags);
+    if (status != NULL)
+        *status = *pfn != NULL ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+    return cudaSuccess;
+}
+#pragma GCC diagnostic pop
+
 API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn, unsigned version,
                                                  unsigned long long flags,
                                                  enum cudaDriverEntryPointQueryResult *status)
@@ -522,26 +542,38 @@ static int valid_order(CUmemcpySrcAccessOrder o)
     return o >= CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o <= CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
 }
 
-/* Copies whose source may be read out of stream order are made at once,
- * before what the stream was given is done (lms's fetches among it), as a
- * copy engine may; the others after it. A batch CUDA would refuse does
- * nothing. */
-static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
-                      CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, CUstream stream)
+/* CUDA refuses batches on the legacy stream, which NULL names outside the
+ * per-thread forms. */
+static int legacy(CUstream stream, int per_thread)
 {
-    if (count == 0 || nattrs == 0 || nattrs > count || idxs[0] != 0)
+    return stream == CU_STREAM_LEGACY || (stream == NULL && !per_thread);
+}
+
+/* Copies whose source may be read out of stream order are made first, at
+ * once, before what the stream was given is done (lms's fetches among it),
+ * as a copy engine may; then the others, after it. A batch CUDA would
+ * refuse does nothing. */
+static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                      CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, CUstream stream,
+                      int per_thread)
+{
+    if (count == 0 || nattrs == 0 || nattrs > count || idxs[0] != 0 || legacy(stream, per_thread))
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t k = 0; k < nattrs; k++)
         if ((k > 0 && (idxs[k] <= idxs[k - 1] || idxs[k] >= count)) ||
             !valid_order(attrs[k].srcAccessOrder))
             return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0, k = 0; i < count; i++) {
-        while (k + 1 < nattrs && idxs[k + 1] <= i)
-            k++;
-        if (attrs[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
+    for (int in_order = 0; in_order < 2; in_order++) {
+        if (in_order)
             settle(stream);
-        memmove(D(dsts[i]), D(srcs[i]), sizes[i]);
-        copied();
+        for (size_t i = 0, k = 0; i < count; i++) {
+            while (k + 1 < nattrs && idxs[k + 1] <= i)
+                k++;
+            if ((attrs[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) != in_order)
+                continue;
+            memmove(D(dsts[i]), D(srcs[i]), sizes[i]);
+            copied();
+        }
     }
     return CUDA_SUCCESS;
 }
@@ -550,50 +582,66 @@ API CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t 
                                    size_t count, CUmemcpyAttributes *attrs, size_t *idxs,
                                    size_t nattrs, CUstream stream)
 {
-    return batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, stream);
+    return batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, stream, 0);
 }
 
 API CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
                                         size_t count, CUmemcpyAttributes *attrs, size_t *idxs,
                                         size_t nattrs, CUstream stream)
 {
-    return batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, stream);
+    return batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, stream, 1);
 }
 
 API CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                 CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs,
                                 size_t *fail, CUstream stream)
 {
-    CUresult r = batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, stream);
+    CUresult r = batch(dsts, srcs, sizes, count, attrs, idxs, nattrs, stream, 0);
     if (r != CUDA_SUCCESS && fail != NULL)
         *fail = SIZE_MAX;
     return r;
 }
 
-/* Pointer operands only. */
+/* A pointer operand CUDA takes for extent e. */
+static int valid_operand(const CUmemcpy3DOperand *o, const CUextent3D *e)
+{
+    return o->type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
+           (o->op.ptr.rowLength == 0 || o->op.ptr.rowLength >= e->width) &&
+           (o->op.ptr.layerHeight == 0 || o->op.ptr.layerHeight >= e->height);
+}
+
+static void copy_op(const CUDA_MEMCPY3D_BATCH_OP *o)
+{
+    const CUextent3D *e = &o->extent;
+    size_t srow = o->src.op.ptr.rowLength ? o->src.op.ptr.rowLength : e->width;
+    size_t slayer = o->src.op.ptr.layerHeight ? o->src.op.ptr.layerHeight : e->height;
+    size_t drow = o->dst.op.ptr.rowLength ? o->dst.op.ptr.rowLength : e->width;
+    size_t dlayer = o->dst.op.ptr.layerHeight ? o->dst.op.ptr.layerHeight : e->height;
+    for (size_t z = 0; z < e->depth; z++)
+        for (size_t y = 0; y < e->height; y++)
+            memmove((char *)D(o->dst.op.ptr.ptr) + (z * dlayer + y) * drow,
+                    (const char *)D(o->src.op.ptr.ptr) + (z * slayer + y) * srow, e->width);
+    copied();
+}
+
+/* Pointer operands only; in the order of batch(). */
 API CUresult cuMemcpy3DBatchAsync_v2(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops,
                                      unsigned long long flags, CUstream stream)
 {
-    if (n == 0 || flags != 0)
+    if (n == 0 || flags != 0 || legacy(stream, 0))
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < n; i++)
-        if (!valid_order(ops[i].srcAccessOrder) || ops[i].src.type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
-            ops[i].dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER)
-            return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++) {
-        const CUDA_MEMCPY3D_BATCH_OP *o = &ops[i];
-        const CUextent3D *e = &o->extent;
-        if (o->srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
+        const CUextent3D *e = &ops[i].extent;
+        if (!valid_order(ops[i].srcAccessOrder) || e->width == 0 || e->height == 0 ||
+            e->depth == 0 || !valid_operand(&ops[i].src, e) || !valid_operand(&ops[i].dst, e))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (int in_order = 0; in_order < 2; in_order++) {
+        if (in_order)
             settle(stream);
-        size_t srow = o->src.op.ptr.rowLength ? o->src.op.ptr.rowLength : e->width;
-        size_t slayer = o->src.op.ptr.layerHeight ? o->src.op.ptr.layerHeight : e->height;
-        size_t drow = o->dst.op.ptr.rowLength ? o->dst.op.ptr.rowLength : e->width;
-        size_t dlayer = o->dst.op.ptr.layerHeight ? o->dst.op.ptr.layerHeight : e->height;
-        for (size_t z = 0; z < e->depth; z++)
-            for (size_t y = 0; y < e->height; y++)
-                memmove((char *)D(o->dst.op.ptr.ptr) + (z * dlayer + y) * drow,
-                        (const char *)D(o->src.op.ptr.ptr) + (z * slayer + y) * srow, e->width);
-        copied();
+        for (size_t i = 0; i < n; i++)
+            if ((ops[i].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) == in_order)
+                copy_op(&ops[i]);
     }
     return CUDA_SUCCESS;
 }
