@@ -598,11 +598,14 @@ lms_status_t access_cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, siz
 /* A srcAccessOrder CUDA knows. */
 static bool known_order(CUmemcpySrcAccessOrder o)
 {
-    return o == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL ||
-           o == CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+    return o == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
+           o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL || o == CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
 }
 
-static bool known_flags(unsigned flags) { return (flags & ~CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE) == 0; }
+static bool known_flags(unsigned flags)
+{
+    return (flags & ~CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE) == 0;
+}
 
 /* The legacy default stream, on which CUDA refuses batches: NULL names it
  * except in the per-thread forms. */
@@ -634,7 +637,8 @@ static lms_status_t run_batch(touches_t *t, void *stream, bool wait)
 static bool well_formed(const CUdeviceptr *dsts, const CUdeviceptr *srcs, size_t count,
                         const CUmemcpyAttributes *attrs, const size_t *attrsIdxs, size_t numAttrs)
 {
-    if (attrs == NULL || attrsIdxs == NULL || numAttrs == 0 || numAttrs > count || attrsIdxs[0] != 0)
+    if (attrs == NULL || attrsIdxs == NULL || numAttrs == 0 || numAttrs > count ||
+        attrsIdxs[0] != 0)
         return false;
     for (size_t k = 0; k < numAttrs; k++)
         if ((k > 0 && (attrsIdxs[k] <= attrsIdxs[k - 1] || attrsIdxs[k] >= count)) ||
@@ -652,8 +656,9 @@ static lms_status_t batch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, cons
 {
     if (count == 0 || dsts == NULL || srcs == NULL || sizes == NULL)
         return LMS_OK; /* CUDA's to refuse */
-    bool ok = !legacy(stream, per_thread) && well_formed(dsts, srcs, count, attrs, attrsIdxs, numAttrs);
-    bool wait = false;
+    bool ok = !legacy(stream, per_thread) &&
+              well_formed(dsts, srcs, count, attrs, attrsIdxs, numAttrs),
+         wait = false;
     TOUCHES(t);
     for (size_t i = 0, k = 0; i < count; i++) {
         while (ok && k + 1 < numAttrs && attrsIdxs[k + 1] <= i)

@@ -731,8 +731,8 @@ static int driver_hook(const char *name)
  * version CUDA gives for cudaVersion and flags, or NULL. The _v2 entry
  * points came with CUDA 3.2 (cuStreamDestroy's with 4.0,
  * cuStreamBeginCapture's with 10.1, cuGetProcAddress's with 12.0, the
- * batched copies' with 13.0); the
- * per-thread twins are _ptds for synchronous calls and _ptsz for the others. */
+ * batched copies' with 13.0); the per-thread twins are _ptds for
+ * synchronous calls and _ptsz for the others. */
 static void *wrapper_for(const char *symbol, int version, uint64_t flags)
 {
     static const struct { const char *name; int since; } later_v2[] = {

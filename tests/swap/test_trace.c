@@ -271,6 +271,15 @@ static void expect_filled(void *p, uint64_t seed)
                  (unsigned long long)seed);
 }
 
+/* n one-chunk allocations, the i-th filled with seed 100 + i. */
+static void filled_chunks(void **a, int n)
+{
+    for (int i = 0; i < n; i++) {
+        a[i] = must_malloc(chunk);
+        fill(a[i], 100 + (uint64_t)i);
+    }
+}
+
 /* LOOP one-chunk allocations, written, then read in turn `iterations` times
  * (with a mark after each when `marks`): lms copies out what was written,
  * drops what was read unchanged, fetches on demand and, once it follows a
@@ -278,10 +287,7 @@ static void expect_filled(void *p, uint64_t seed)
 static void loop(int iterations, bool marks)
 {
     void *a[LOOP];
-    for (int i = 0; i < LOOP; i++) {
-        a[i] = must_malloc(chunk);
-        fill(a[i], 100 + (uint64_t)i);
-    }
+    filled_chunks(a, LOOP);
     for (int it = 0; it < iterations; it++) {
         for (int i = 0; i < LOOP; i++)
             expect_filled(a[i], 100 + (uint64_t)i);
@@ -301,10 +307,7 @@ static void reads_and_fillers(int iterations)
 {
     enum { READS = 4, FILLERS = 6 };
     void *a[READS], *b[FILLERS];
-    for (int i = 0; i < READS; i++) {
-        a[i] = must_malloc(chunk);
-        fill(a[i], 100 + (uint64_t)i);
-    }
+    filled_chunks(a, READS);
     for (int it = 0; it < iterations; it++) {
         for (int i = 0; i < READS; i++)
             expect_filled(a[i], 100 + (uint64_t)i);
