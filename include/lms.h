@@ -164,6 +164,13 @@ LMS_API lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_st
 LMS_API lms_status_t lms_access_pointers(const void *const *ptrs, size_t n,
                                          lms_access_mode_t mode, lms_stream_t stream);
 
+/* lms_access_pointers with a mode for each pointer: modes[i] for ptrs[i]. An
+ * allocation that more than one pointer names gets what their modes need
+ * together (named for reading and for writing: written). */
+LMS_API lms_status_t lms_access_pointers_modes(const void *const *ptrs,
+                                               const lms_access_mode_t *modes, size_t n,
+                                               lms_stream_t stream);
+
 /* Marks the end of a training iteration (a step: forward, backward and
  * optimizer). lms learns the order in which an iteration accesses memory and,
  * from the next iteration on, evicts what is needed furthest ahead and
@@ -205,7 +212,23 @@ LMS_API lms_status_t lms_unpin(const void *ptr, size_t bytes);
     X(pinned_bytes)        /* in chunks pinned now */                                        \
     X(allocated_bytes)     /* chunks allocations occupy */                                   \
     X(device_limit)        /* the device memory lms may use now */                           \
-    X(host_limit)          /* the host memory it may swap to; 0: it does not swap */
+    X(host_limit)          /* the host memory it may swap to; 0: it does not swap */         \
+    X(launches)            /* kernel launches a launch hook saw (lms_note_launch) */         \
+    X(launches_unknown)    /* of those, launches whose parameter layout could not be learnt: \
+                              what they touch of lms's memory was not made resident */       \
+    X(launches_without_lms) /* of those, launches whose parameters held no lms pointer */
+
+/* What a kernel-launch hook saw of one launch it passed on, for lms_stats. */
+typedef enum lms_launch_seen {
+    LMS_LAUNCH_POINTERS = 1, /* its parameters were read: they held lms pointers */
+    LMS_LAUNCH_NO_POINTER,   /* they were read: no lms pointer among them */
+    LMS_LAUNCH_UNKNOWN,      /* its parameter layout could not be learnt */
+} lms_launch_seen_t;
+
+/* Counts one launch in lms_stats (launches, and launches_unknown or
+ * launches_without_lms), for code that makes what launches touch resident
+ * (the interposer). Lock-free. LMS_ERR_INVALID for another value. */
+LMS_API lms_status_t lms_note_launch(lms_launch_seen_t seen);
 
 typedef struct lms_stats {
 #define LMS_STATS_FIELD_(name) uint64_t name;

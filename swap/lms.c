@@ -384,6 +384,9 @@ static void free_stream(stream_t *s)
     base_meta_free(s);
 }
 
+static void launch_stats(lms_stats_t *out);
+static void reset_launch_counts(void);
+
 /* The stats for the timeline's end: lms_stats's, or what there is of a
  * start that failed before its placement existed. */
 static void final_stats(lms_stats_t *out)
@@ -392,6 +395,7 @@ static void final_stats(lms_stats_t *out)
         resid_stats(out);
     else
         *out = S->stats;
+    launch_stats(out);
 }
 
 static void destroy_state(void)
@@ -464,6 +468,11 @@ static void print_stats(const lms_stats_t *t)
             (unsigned long long)t->evictions, (unsigned long long)t->clean_drops,
             (double)t->stall_ns / 1e9, swap_fmt(t->peak_resident_bytes, c),
             swap_fmt(t->device_limit, d), swap_fmt(t->host_bytes, e), (unsigned long long)t->ooms);
+    if (t->launches > 0)
+        fprintf(stderr, "lms stats: %llu kernel launches seen, %llu with no lms pointer, %llu "
+                        "whose parameter layout was unknown\n",
+                (unsigned long long)t->launches, (unsigned long long)t->launches_without_lms,
+                (unsigned long long)t->launches_unknown);
 }
 
 static void stats_at_exit(void)
@@ -472,6 +481,7 @@ static void stats_at_exit(void)
     if (S != NULL && S->cfg.stats_at_exit) {
         lms_stats_t t;
         resid_stats(&t);
+        launch_stats(&t);
         print_stats(&t);
     }
     pthread_mutex_unlock(&swap_lock);
@@ -557,6 +567,7 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     pthread_once(&fork_once, register_fork_handlers);
     S->cfg = *cfg;
     S->generation = ++generations;
+    reset_launch_counts();
     lms_status_t st = dev_open(&cfg->device, &S->dev);
     if (st != LMS_OK) {
         base_meta_free(S);
@@ -1207,33 +1218,86 @@ lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t s
     return st;
 }
 
-lms_status_t lms_access_pointers(const void *const *ptrs, size_t n, lms_access_mode_t mode,
-                                lms_stream_t stream)
+/* lms_access_pointers with `mode` for every pointer, or (per_pointer)
+ * modes[i] for ptrs[i] (resid_back's marking joins the modes of ranges
+ * that share chunks). */
+static lms_status_t access_pointers(const char *op, const void *const *ptrs, bool per_pointer,
+                                    const lms_access_mode_t *modes, lms_access_mode_t mode,
+                                    size_t n, lms_stream_t stream)
 {
-    if (ptrs == NULL && n > 0)
-        return base_fail(LMS_ERR_INVALID, "lms_access_pointers: NULL pointer list");
-    if (mode < LMS_READ || mode > LMS_OVERWRITE)
-        return base_fail(LMS_ERR_INVALID, "lms_access_pointers: %d is not an access mode", (int)mode);
+    if ((ptrs == NULL || (per_pointer && modes == NULL)) && n > 0)
+        return base_fail(LMS_ERR_INVALID, "%s: NULL %s list", op, ptrs == NULL ? "pointer" : "mode");
+    for (size_t i = 0; i < n && per_pointer; i++)
+        if (modes[i] < LMS_READ || modes[i] > LMS_OVERWRITE)
+            return base_fail(LMS_ERR_INVALID, "%s: pointer %zu: %d is not an access mode", op, i,
+                             (int)modes[i]);
+    if (!per_pointer && (mode < LMS_READ || mode > LMS_OVERWRITE))
+        return base_fail(LMS_ERR_INVALID, "%s: %d is not an access mode", op, (int)mode);
     lms_range_t stack[64], *r = n <= 64 ? stack : base_meta_alloc(n * sizeof *r);
     if (r == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_access_pointers: no host memory for %zu", n);
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "%s: no host memory for %zu", op, n);
     enter();
     lms_status_t st = ensure();
     stream_t *s = st == LMS_OK ? find_stream(stream) : NULL;
     if (st == LMS_OK && s == NULL)
-        st = bad_stream("lms_access_pointers", stream);
+        st = bad_stream(op, stream);
     size_t m = 0;
     for (size_t i = 0; i < n && st == LMS_OK; i++) {
         size_t offset, base, size;
         if (offset_of(ptrs[i], &offset) && alloc_find(S->alloc, offset, &base, &size) == LMS_OK)
-            r[m++] = (lms_range_t){(const void *)(uintptr_t)(S->base + base), size, mode};
+            r[m++] = (lms_range_t){(const void *)(uintptr_t)(S->base + base), size,
+                                   per_pointer ? modes[i] : mode};
     }
     if (st == LMS_OK && m > 0)
-        st = resid_back("lms_access_pointers", r, m, s, slot_of(stream), 0);
+        st = resid_back(op, r, m, s, slot_of(stream), 0);
     leave();
     if (r != stack)
         base_meta_free(r);
     return st;
+}
+
+lms_status_t lms_access_pointers(const void *const *ptrs, size_t n, lms_access_mode_t mode,
+                                lms_stream_t stream)
+{
+    return access_pointers("lms_access_pointers", ptrs, false, NULL, mode, n, stream);
+}
+
+lms_status_t lms_access_pointers_modes(const void *const *ptrs, const lms_access_mode_t *modes,
+                                      size_t n, lms_stream_t stream)
+{
+    return access_pointers("lms_access_pointers_modes", ptrs, true, modes, LMS_READ, n, stream);
+}
+
+/* ---- launch counts ---------------------------------------------------------------- */
+
+/* What launch hooks saw (lms_note_launch), indexed by lms_launch_seen_t:
+ * atomics apart from S, so that counting takes no lock; zeroed at each start. */
+static uint64_t launch_counts[LMS_LAUNCH_UNKNOWN + 1];
+
+lms_status_t lms_note_launch(lms_launch_seen_t seen)
+{
+    if (seen < LMS_LAUNCH_POINTERS || seen > LMS_LAUNCH_UNKNOWN)
+        return base_fail(LMS_ERR_INVALID, "lms_note_launch: %d is not what a launch hook saw",
+                         (int)seen);
+    __atomic_fetch_add(&launch_counts[seen], 1, __ATOMIC_RELAXED);
+    return LMS_OK;
+}
+
+static void reset_launch_counts(void)
+{
+    for (int i = LMS_LAUNCH_POINTERS; i <= LMS_LAUNCH_UNKNOWN; i++)
+        __atomic_store_n(&launch_counts[i], 0, __ATOMIC_RELAXED);
+}
+
+/* The launch counts into *out (lms_stats's fields). */
+static void launch_stats(lms_stats_t *out)
+{
+    uint64_t c[LMS_LAUNCH_UNKNOWN + 1];
+    for (int i = LMS_LAUNCH_POINTERS; i <= LMS_LAUNCH_UNKNOWN; i++)
+        c[i] = __atomic_load_n(&launch_counts[i], __ATOMIC_RELAXED);
+    out->launches = c[LMS_LAUNCH_POINTERS] + c[LMS_LAUNCH_NO_POINTER] + c[LMS_LAUNCH_UNKNOWN];
+    out->launches_unknown = c[LMS_LAUNCH_UNKNOWN];
+    out->launches_without_lms = c[LMS_LAUNCH_NO_POINTER];
 }
 
 lms_status_t lms_access(const void *ptr, size_t bytes, lms_access_mode_t mode, lms_stream_t stream)
@@ -1280,8 +1344,10 @@ lms_status_t lms_stats(lms_stats_t *out)
         return base_fail(LMS_ERR_INVALID, "lms_stats: NULL output");
     enter();
     lms_status_t st = ensure();
-    if (st == LMS_OK)
+    if (st == LMS_OK) {
         resid_stats(out);
+        launch_stats(out);
+    }
     leave();
     return st;
 }

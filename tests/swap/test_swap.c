@@ -357,6 +357,51 @@ Test(swap, access_pointers_makes_whole_allocations_resident_and_skips_non_pointe
     free_all(p, 3 * LIMIT_CHUNKS);
 }
 
+Test(swap, access_pointers_modes_reads_what_is_only_read_and_writes_the_rest)
+{
+    void *a = must_malloc(chunk), *b = must_malloc(chunk);
+    fill(a, chunk, 1);
+    fill(b, chunk, 2);
+    void **other = chunks_filled(2 * LIMIT_CHUNKS, 10); /* a and b out (copied) */
+    free_all(other, 2 * LIMIT_CHUNKS);
+    /* a read; b named for reading and for writing: written */
+    const void *ptrs[] = {a, (char *)b + 64, b};
+    lms_access_mode_t modes[] = {LMS_READ, LMS_READ, LMS_WRITE};
+    lms_access_mode_t bad[] = {LMS_READ, (lms_access_mode_t)9, LMS_WRITE};
+    TEST_FAILS(LMS_ERR_INVALID, lms_access_pointers_modes(ptrs, bad, 3, NULL));
+    TEST_FAILS(LMS_ERR_INVALID, lms_access_pointers_modes(ptrs, NULL, 3, NULL));
+    TEST_OK(lms_access_pointers_modes(NULL, NULL, 0, NULL));
+    lms_stats_t s0 = test_settled_stats();
+    TEST_OK(lms_access_pointers_modes(ptrs, modes, 3, NULL));
+    lms_stats_t s1 = test_settled_stats();
+    cr_assert_eq(s1.fetches - s0.fetches, 2, "both fetched");
+    other = chunks_filled(2 * LIMIT_CHUNKS, 50); /* a and b out again */
+    lms_stats_t s2 = test_settled_stats();
+    cr_assert_eq(s2.clean_drops - s1.clean_drops, 1,
+                 "a, only read, was dropped; b, written, was copied (%llu drops)",
+                 (unsigned long long)(s2.clean_drops - s1.clean_drops));
+    EXPECT_FILLED(a, chunk, 1);
+    EXPECT_FILLED(b, chunk, 2);
+    free_all(other, 2 * LIMIT_CHUNKS);
+    TEST_OK(lms_free(a, NULL));
+    TEST_OK(lms_free(b, NULL));
+}
+
+Test(swap, launches_are_counted_by_what_their_hook_saw)
+{
+    lms_stats_t s0 = test_settled_stats();
+    TEST_OK(lms_note_launch(LMS_LAUNCH_POINTERS));
+    TEST_OK(lms_note_launch(LMS_LAUNCH_NO_POINTER));
+    TEST_OK(lms_note_launch(LMS_LAUNCH_UNKNOWN));
+    TEST_OK(lms_note_launch(LMS_LAUNCH_UNKNOWN));
+    TEST_FAILS(LMS_ERR_INVALID, lms_note_launch((lms_launch_seen_t)0));
+    TEST_FAILS(LMS_ERR_INVALID, lms_note_launch((lms_launch_seen_t)4));
+    lms_stats_t s1 = test_settled_stats();
+    cr_assert_eq(s1.launches - s0.launches, 4);
+    cr_assert_eq(s1.launches_without_lms - s0.launches_without_lms, 1);
+    cr_assert_eq(s1.launches_unknown - s0.launches_unknown, 2);
+}
+
 /* ---- access modes and clean copies ----------------------------------------- */
 
 Test(swap, overwrite_does_not_fetch_but_read_and_write_do)
