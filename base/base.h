@@ -92,6 +92,9 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "0: the CUDA calls liblms.so interposes go straight to CUDA, as with no preload")     \
     X(pin_smaller_than, size, "0", NULL,                                                     \
       "interposed allocations smaller than this stay resident for their life; 0 = none")   \
+    X(unknown_launch, choice, "auto", "auto|fail|launch",                                   \
+      "a launch whose parameter layout cannot be learnt: fail it, or launch it unseen; "    \
+      "auto = fail while swapping, launch with LMS_SWAP=0")                                 \
     X(trace_accesses, path, "", NULL,                                                        \
       "file the interposer writes its allocations and accesses to (docs/trace-format.md)")  \
     X(trace, path, "", NULL,                                                                 \

@@ -57,6 +57,18 @@
       const void *func, void **args), (config, func, args))                                  \
     X(rt, cudaError_t, cudaLaunchKernelExC_ptsz, (const cudaLaunchConfig_t *config,           \
       const void *func, void **args), (config, func, args))                                  \
+    X(rt, cudaError_t, __cudaLaunchKernel, (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, \
+      void **args, size_t sharedMem, cudaStream_t stream),                                   \
+      (kernel, gridDim, blockDim, args, sharedMem, stream))                                  \
+    X(rt, cudaError_t, __cudaLaunchKernel_ptsz, (cudaKernel_t kernel, dim3 gridDim,           \
+      dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream),                    \
+      (kernel, gridDim, blockDim, args, sharedMem, stream))                                  \
+    X(rt, cudaError_t, cudaLaunchCooperativeKernel, (const void *func, dim3 gridDim,          \
+      dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream),                    \
+      (func, gridDim, blockDim, args, sharedMem, stream))                                    \
+    X(rt, cudaError_t, cudaLaunchCooperativeKernel_ptsz, (const void *func, dim3 gridDim,     \
+      dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream),                    \
+      (func, gridDim, blockDim, args, sharedMem, stream))                                    \
     X(drv, CUresult, cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize))  \
     X(drv, CUresult, cuMemFree_v2, (CUdeviceptr dptr), (dptr))                               \
     X(drv, CUresult, cuMemGetInfo_v2, (size_t *free_b, size_t *total_b), (free_b, total_b))  \
@@ -81,6 +93,17 @@
       void **kernelParams, void **extra), (config, f, kernelParams, extra))                  \
     X(drv, CUresult, cuLaunchKernelEx_ptsz, (const CUlaunchConfig *config, CUfunction f,      \
       void **kernelParams, void **extra), (config, f, kernelParams, extra))                  \
+    X(drv, CUresult, cuLaunchCooperativeKernel, (CUfunction f, unsigned gridDimX,             \
+      unsigned gridDimY, unsigned gridDimZ, unsigned blockDimX, unsigned blockDimY,           \
+      unsigned blockDimZ, unsigned sharedMemBytes, CUstream hStream, void **kernelParams),    \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,      \
+      hStream, kernelParams))                                                                \
+    X(drv, CUresult, cuLaunchCooperativeKernel_ptsz, (CUfunction f, unsigned gridDimX,        \
+      unsigned gridDimY, unsigned gridDimZ, unsigned blockDimX, unsigned blockDimY,           \
+      unsigned blockDimZ, unsigned sharedMemBytes, CUstream hStream, void **kernelParams),    \
+      (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,      \
+      hStream, kernelParams))                                                                \
+    LMS_TENSOR_MAP_HOOKS(X)                                                                  \
     X(drv, CUresult, cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion,      \
       cuuint64_t flags), (symbol, pfn, cudaVersion, flags))                                  \
     X(drv, CUresult, cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion,   \
@@ -93,9 +116,59 @@
       unsigned int cudaVersion, unsigned long long flags,                                    \
       enum cudaDriverEntryPointQueryResult *driverStatus),                                   \
       (symbol, funcPtr, cudaVersion, flags, driverStatus))                                   \
+    X(rt, cudaError_t, cudaGetDriverEntryPoint_ptsz, (const char *symbol, void **funcPtr,     \
+      unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus),          \
+      (symbol, funcPtr, flags, driverStatus))                                                \
+    X(rt, cudaError_t, cudaGetDriverEntryPointByVersion_ptsz, (const char *symbol,            \
+      void **funcPtr, unsigned int cudaVersion, unsigned long long flags,                     \
+      enum cudaDriverEntryPointQueryResult *driverStatus),                                   \
+      (symbol, funcPtr, cudaVersion, flags, driverStatus))                                   \
     X(nccl, ncclResult_t, ncclGroupStart, (void), ())                                        \
     X(nccl, ncclResult_t, ncclGroupEnd, (void), ())                                          \
     LMS_GRAPH_HOOKS(X)
+
+/* TMA descriptors: what each one encoded for lms's memory addresses is
+ * learnt (hook_<name> in interpose.c; Note [Tensor maps] in tensormap.c).
+ * cuTensorMapEncodeIm2colWide came with CUDA 12.8. */
+#if CUDA_VERSION >= 12080
+#define LMS_TENSOR_MAP_HOOKS_12080(X)                                                        \
+    X(drv, CUresult, cuTensorMapEncodeIm2colWide, (CUtensorMap *tensorMap,                    \
+      CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress,         \
+      const cuuint64_t *globalDim, const cuuint64_t *globalStrides,                           \
+      int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, \
+      cuuint32_t pixelsPerColumn, const cuuint32_t *elementStrides,                           \
+      CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode,                       \
+      CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,                         \
+      CUtensorMapFloatOOBfill oobFill), (tensorMap, tensorDataType, tensorRank,               \
+      globalAddress, globalDim, globalStrides, pixelBoxLowerCornerWidth,                      \
+      pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides,            \
+      interleave, mode, swizzle, l2Promotion, oobFill))
+#else
+#define LMS_TENSOR_MAP_HOOKS_12080(X)
+#endif
+#define LMS_TENSOR_MAP_HOOKS(X)                                                              \
+    X(drv, CUresult, cuTensorMapEncodeTiled, (CUtensorMap *tensorMap,                         \
+      CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress,         \
+      const cuuint64_t *globalDim, const cuuint64_t *globalStrides, const cuuint32_t *boxDim, \
+      const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,                     \
+      CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,                         \
+      CUtensorMapFloatOOBfill oobFill), (tensorMap, tensorDataType, tensorRank,               \
+      globalAddress, globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle,   \
+      l2Promotion, oobFill))                                                                 \
+    X(drv, CUresult, cuTensorMapEncodeIm2col, (CUtensorMap *tensorMap,                        \
+      CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void *globalAddress,         \
+      const cuuint64_t *globalDim, const cuuint64_t *globalStrides,                           \
+      const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner,                         \
+      cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,                                \
+      const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,                     \
+      CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,                         \
+      CUtensorMapFloatOOBfill oobFill), (tensorMap, tensorDataType, tensorRank,               \
+      globalAddress, globalDim, globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner,      \
+      channelsPerPixel, pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion,    \
+      oobFill))                                                                              \
+    X(drv, CUresult, cuTensorMapReplaceAddress, (CUtensorMap *tensorMap,                      \
+      void *globalAddress), (tensorMap, globalAddress))                                       \
+    LMS_TENSOR_MAP_HOOKS_12080(X)
 
 /* CUDA graphs: capture, streams joining one (waits for events),
  * instantiation, clones and destruction (answered by hook_<name> in

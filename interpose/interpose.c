@@ -60,8 +60,9 @@
 #include "interpose/access.h"
 #include "interpose/graph.h"
 #include "interpose/hooks.h"
-#include "interpose/trace.h"
 #include "interpose/launch.h"
+#include "interpose/tensormap.h"
+#include "interpose/trace.h"
 
 #define LMS_HOOK_EXPORT __attribute__((visibility("default")))
 
@@ -113,7 +114,8 @@ static const char *const hook_name[NHOOKS] = {
 
 static void *real_sym[NHOOKS]; /* dlsym(RTLD_NEXT) of each, once found */
 
-/* The real function i, or NULL if no library after liblms.so defines it. */
+/* The real function i, or NULL if no library after liblms.so defines it
+ * (interpose_sym: nor libcuda, libcudart or libnccl loaded locally). */
 static void *real_fn(int i)
 {
     void *f = __atomic_load_n(&real_sym[i], __ATOMIC_ACQUIRE);
@@ -122,6 +124,19 @@ static void *real_fn(int i)
         __atomic_store_n(&real_sym[i], f, __ATOMIC_RELEASE);
     }
     return f;
+}
+
+static bool missing_said[NHOOKS]; /* a call of a missing real function was logged (atomic) */
+
+/* A call of hook i found no real function: said once, and it fails with
+ * `missing`, the lookup's own error. */
+#define MISSING(i, missing) (missing_said_once(i), (missing))
+static void missing_said_once(int i)
+{
+    if (!__atomic_exchange_n(&missing_said[i], true, __ATOMIC_RELAXED))
+        base_log(BASE_LOG_WARN, "interpose: %s: no library loaded defines it (after liblms.so, "
+                 "nor libcuda, libcudart or libnccl loaded locally): its calls fail with "
+                 "CUDA's (or NCCL's) not-found error", hook_name[i]);
 }
 
 /* What a missing real function returns: the lookup's own failure. */
@@ -202,6 +217,9 @@ static lms_status_t said(lms_status_t st)
 
 
 #define REAL(name) ((__typeof__(&name))real_fn(HOOK_##name))
+/* The real call, or `missing` (said once) when CUDA or NCCL has no such function. */
+#define REAL_OR(name, args, missing)                                                         \
+    (REAL(name) != NULL ? REAL(name) args : MISSING(HOOK_##name, missing))
 
 static cudaError_t hook_cudaMalloc(void **devPtr, size_t size)
 {
@@ -332,7 +350,7 @@ static cudaError_t hook_cudaStreamDestroy(cudaStream_t stream)
     lms_status_t st = said(lms_stream_unadopt(stream));
     if (st != LMS_OK)
         return rt_error(st);
-    return REAL(cudaStreamDestroy) != NULL ? REAL(cudaStreamDestroy)(stream) : MISSING_rt;
+    return REAL_OR(cudaStreamDestroy, (stream), MISSING_rt);
 }
 
 static CUresult hook_cuStreamDestroy_v2(CUstream hStream)
@@ -340,7 +358,7 @@ static CUresult hook_cuStreamDestroy_v2(CUstream hStream)
     lms_status_t st = said(lms_stream_unadopt(hStream));
     if (st != LMS_OK)
         return drv_error(st);
-    return REAL(cuStreamDestroy_v2) != NULL ? REAL(cuStreamDestroy_v2)(hStream) : MISSING_drv;
+    return REAL_OR(cuStreamDestroy_v2, (hStream), MISSING_drv);
 }
 
 /* ---- launches ----------------------------------------------------------------------- */
@@ -359,20 +377,26 @@ static CUresult hook_cuStreamDestroy_v2(CUstream hStream)
 static __thread unsigned inside;
 
 /* Each makes what the launch points to resident (launch.h), then launches;
- * a launch whose memory cannot be made resident does not go to CUDA. */
+ * a launch whose memory cannot be made resident does not go to CUDA. A
+ * runtime launch whose layout is unknown goes on with the hooks open, for
+ * the driver's hook to see (Note [Runtime launches the driver sees] in
+ * launch.c). */
 #define LAUNCH(lib, kind, fn, stream, params, extra, real_call)                              \
     do {                                                                                     \
         if (inside)                                                                          \
             return real_call;                                                                \
-        lms_status_t st_ = said(launch_access(kind, fn, stream, params, extra));             \
+        bool deferred_ = false;                                                              \
+        lms_status_t st_ = said(launch_access(kind, fn, stream, params, extra,               \
+                                              kind == LAUNCH_DRIVER ? NULL : &deferred_));   \
         if (st_ != LMS_OK)                                                                   \
             return lib##_error(st_);                                                         \
-        inside++;                                                                            \
+        inside += !deferred_;                                                                \
         __typeof__(real_call) r_ = real_call;                                                \
-        inside--;                                                                            \
+        inside -= !deferred_;                                                                \
+        if (deferred_)                                                                       \
+            launch_deferred_end();                                                           \
         return r_;                                                                           \
     } while (0)
-#define REAL_OR(name, args, missing) (REAL(name) != NULL ? REAL(name) args : (missing))
 
 static cudaError_t hook_cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim,
                                          void **args, size_t sharedMem, cudaStream_t stream)
@@ -405,6 +429,64 @@ static cudaError_t hook_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *confi
         return cudaErrorInvalidValue;
     LAUNCH(rt, LAUNCH_RUNTIME, func, config->stream, args, NULL,
            REAL_OR(cudaLaunchKernelExC_ptsz, (config, func, args), MISSING_rt));
+}
+
+/* nvcc 13's <<<>>>: the stub calls __cudaLaunchKernel with the cudaKernel_t
+ * that __cudaGetKernel gave it (crt/host_runtime.h), and libcudart.so.13
+ * launches it with no call through the symbol table: no cudaLaunchKernel
+ * hook sees it. */
+static cudaError_t hook___cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                           void **args, size_t sharedMem, cudaStream_t stream)
+{
+    LAUNCH(rt, LAUNCH_KERNEL, kernel, stream, args, NULL,
+           REAL_OR(__cudaLaunchKernel, (kernel, gridDim, blockDim, args, sharedMem, stream),
+                   MISSING_rt));
+}
+
+static cudaError_t hook___cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                                void **args, size_t sharedMem, cudaStream_t stream)
+{
+    LAUNCH(rt, LAUNCH_KERNEL, kernel, stream, args, NULL,
+           REAL_OR(__cudaLaunchKernel_ptsz, (kernel, gridDim, blockDim, args, sharedMem, stream),
+                   MISSING_rt));
+}
+
+static cudaError_t hook_cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
+                                                    void **args, size_t sharedMem,
+                                                    cudaStream_t stream)
+{
+    LAUNCH(rt, LAUNCH_RUNTIME, func, stream, args, NULL,
+           REAL_OR(cudaLaunchCooperativeKernel, (func, gridDim, blockDim, args, sharedMem, stream),
+                   MISSING_rt));
+}
+
+static cudaError_t hook_cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim,
+                                                         dim3 blockDim, void **args,
+                                                         size_t sharedMem, cudaStream_t stream)
+{
+    LAUNCH(rt, LAUNCH_RUNTIME, func, stream, args, NULL,
+           REAL_OR(cudaLaunchCooperativeKernel_ptsz,
+                   (func, gridDim, blockDim, args, sharedMem, stream), MISSING_rt));
+}
+
+static CUresult hook_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                               unsigned bx, unsigned by, unsigned bz,
+                                               unsigned shared, CUstream hStream,
+                                               void **kernelParams)
+{
+    LAUNCH(drv, LAUNCH_DRIVER, f, hStream, kernelParams, NULL,
+           REAL_OR(cuLaunchCooperativeKernel,
+                   (f, gx, gy, gz, bx, by, bz, shared, hStream, kernelParams), MISSING_drv));
+}
+
+static CUresult hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy,
+                                                    unsigned gz, unsigned bx, unsigned by,
+                                                    unsigned bz, unsigned shared, CUstream hStream,
+                                                    void **kernelParams)
+{
+    LAUNCH(drv, LAUNCH_DRIVER, f, hStream, kernelParams, NULL,
+           REAL_OR(cuLaunchCooperativeKernel_ptsz,
+                   (f, gx, gy, gz, bx, by, bz, shared, hStream, kernelParams), MISSING_drv));
 }
 
 static CUresult hook_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
@@ -442,6 +524,27 @@ static CUresult hook_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunct
     LAUNCH(drv, LAUNCH_DRIVER, f, config->hStream, kernelParams, extra,
            REAL_OR(cuLaunchKernelEx_ptsz, (config, f, kernelParams, extra), MISSING_drv));
 }
+
+/* ---- tensor maps (Note [Tensor maps] in tensormap.c) --------------------------------- */
+
+/* CUDA's answer r for the descriptor map it wrote for address: learnt if
+ * the address is lms's. */
+static CUresult tensor_map_made(CUresult r, const CUtensorMap *map, const void *address)
+{
+    if (r == CUDA_SUCCESS && interpose_owns(address))
+        tensormap_learn(map, (uintptr_t)address);
+    return r;
+}
+
+/* Each tensor-map entry of hooks.h names its descriptor tensorMap and its
+ * address globalAddress: the hooks are made from the list. */
+#define TENSOR_MAP_HOOK(lib, ret, name, params, args)                                        \
+    static ret hook_##name params                                                            \
+    {                                                                                        \
+        return tensor_map_made(REAL_OR(name, args, MISSING_##lib), tensorMap, globalAddress); \
+    }
+LMS_TENSOR_MAP_HOOKS(TENSOR_MAP_HOOK)
+#undef TENSOR_MAP_HOOK
 
 /* ---- NCCL groups (Note [NCCL groups] in access.c) ----------------------------------- */
 
@@ -804,14 +907,36 @@ static int runtime_version(void)
     return v;
 }
 
+/* The runtime's answer r for symbol, in the driver's version `version`:
+ * lms's wrapper in place of a function it hooks. The _ptsz lookups (a
+ * program built for the per-thread default stream) take cudaEnableDefault
+ * as the per-thread stream. */
+static cudaError_t entry_point(cudaError_t r, const char *symbol, void **funcPtr, int version,
+                               unsigned long long flags, bool per_thread,
+                               const enum cudaDriverEntryPointQueryResult *status)
+{
+    if (per_thread && flags == cudaEnableDefault)
+        flags = cudaEnablePerThreadDefaultStream;
+    if (r == cudaSuccess && (status == NULL || *status == cudaDriverEntryPointSuccess))
+        swap_in(funcPtr, symbol, version, flags);
+    return r;
+}
+
 static cudaError_t hook_cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
                                                 unsigned long long flags,
                                                 enum cudaDriverEntryPointQueryResult *status)
 {
-    cudaError_t r = REAL_OR(cudaGetDriverEntryPoint, (symbol, funcPtr, flags, status), MISSING_rt);
-    if (r == cudaSuccess && (status == NULL || *status == cudaDriverEntryPointSuccess))
-        swap_in(funcPtr, symbol, runtime_version(), flags);
-    return r;
+    return entry_point(REAL_OR(cudaGetDriverEntryPoint, (symbol, funcPtr, flags, status), MISSING_rt),
+                       symbol, funcPtr, runtime_version(), flags, false, status);
+}
+
+static cudaError_t hook_cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
+                                                     unsigned long long flags,
+                                                     enum cudaDriverEntryPointQueryResult *status)
+{
+    return entry_point(REAL_OR(cudaGetDriverEntryPoint_ptsz, (symbol, funcPtr, flags, status),
+                               MISSING_rt),
+                       symbol, funcPtr, runtime_version(), flags, true, status);
 }
 
 static cudaError_t hook_cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
@@ -819,11 +944,18 @@ static cudaError_t hook_cudaGetDriverEntryPointByVersion(const char *symbol, voi
                                                          unsigned long long flags,
                                                          enum cudaDriverEntryPointQueryResult *status)
 {
-    cudaError_t r = REAL_OR(cudaGetDriverEntryPointByVersion,
-                            (symbol, funcPtr, cudaVersion, flags, status), MISSING_rt);
-    if (r == cudaSuccess && (status == NULL || *status == cudaDriverEntryPointSuccess))
-        swap_in(funcPtr, symbol, (int)cudaVersion, flags);
-    return r;
+    return entry_point(REAL_OR(cudaGetDriverEntryPointByVersion,
+                               (symbol, funcPtr, cudaVersion, flags, status), MISSING_rt),
+                       symbol, funcPtr, (int)cudaVersion, flags, false, status);
+}
+
+static cudaError_t hook_cudaGetDriverEntryPointByVersion_ptsz(
+    const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *status)
+{
+    return entry_point(REAL_OR(cudaGetDriverEntryPointByVersion_ptsz,
+                               (symbol, funcPtr, cudaVersion, flags, status), MISSING_rt),
+                       symbol, funcPtr, (int)cudaVersion, flags, true, status);
 }
 
 void *interpose_dlsym_answer(const char *symbol, void *found)
@@ -843,7 +975,7 @@ void *interpose_dlsym_answer(const char *symbol, void *found)
     {                                                                                        \
         if (enabled())                                                                       \
             return hook_##name args;                                                         \
-        return REAL(name) != NULL ? REAL(name) args : MISSING_##lib;                         \
+        return REAL_OR(name, args, MISSING_##lib);                                           \
     }
 LMS_HOOKS(HOOK_WRAPPER)
 #undef HOOK_WRAPPER

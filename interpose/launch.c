@@ -7,23 +7,30 @@
  * (extra). Only the driver knows how many parameters a function has and
  * where each sits: cuFuncGetParamInfo(f, i) answers for i = 0, 1, ... until
  * CUDA_ERROR_INVALID_VALUE (CUDA 12.4 and later drivers). A CUkernel (what
- * cuLibraryGetKernel gives, and what the runtime launches since CUDA 12)
- * may stand for a CUfunction in cuLaunchKernel; the driver answers for it
- * through cuKernelGetParamInfo. Layouts are asked once per function and
- * kept in a table that launches read without a lock (entries are written
- * once, under `table_lock`, and published with a release store); nothing
- * is ever removed, since a function lives as long as its module, and a
- * module unloaded and another loaded at the same address has a new layout
- * only if the table is not full.
- * A function whose layout the driver does not give (an old driver) is
- * launched with nothing made resident but what an extra buffer shows, and
- * said once in the log: what it touches of lms's memory must be pinned.
+ * cuLibraryGetKernel gives, what nvcc 13's <<<>>> launches as a
+ * cudaKernel_t, and what the runtime takes for a function it does not
+ * know) may stand for a CUfunction in cuLaunchKernel; the driver answers
+ * for it through cuKernelGetParamInfo. cuda.h does not say what
+ * cuFuncGetParamInfo answers for a CUkernel, and "no parameters"
+ * (CUDA_ERROR_INVALID_VALUE at index 0) would make nothing resident: so a
+ * handle is asked as what it most likely is, and, if that failed or said
+ * "none", as the other; the first answer with parameters wins. Layouts are
+ * asked once per function and kept in a table that launches read without
+ * a lock (entries are written once, under `table_lock`, and published with
+ * a release store); nothing is ever removed, since a function lives as long
+ * as its module, and a module unloaded and another loaded at the same
+ * address has a new layout only if the table is not full.
+ * A function whose layout the driver does not give (a driver older than
+ * 12.4, or a handle it does not know) keeps its name and the calls that
+ * failed for the log; what its launches do is LMS_UNKNOWN_LAUNCH's
+ * (unknown_launch), after a runtime launch's chance to be seen by the
+ * driver hook (Note [Runtime launches the driver sees]).
  *
  * Note [Stream handles]
- * A launch names a CUDA stream; lms_access_pointers wants the lms stream
+ * A launch names a CUDA stream; lms_access_pointers_modes wants the lms stream
  * adopted for it. Each thread keeps the last few pairs. A pair goes stale
  * when the stream is unadopted (cudaStreamDestroy): its handle's generation
- * no longer matches, lms_access_pointers says LMS_ERR_INVALID, and the
+ * no longer matches, lms_access_pointers_modes says LMS_ERR_INVALID, and the
  * stream is adopted again. (A handle could only name another stream after
  * lms_shutdown and a new init, which the interposer never does.)
  */
@@ -33,6 +40,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -40,18 +48,27 @@
 #include "base/base.h"
 #include "interpose/graph.h"
 #include "interpose/launch.h"
-#include "interpose/trace.h"
 #include "interpose/scan.h"
+#include "interpose/signature.h"
+#include "interpose/tensormap.h"
+#include "interpose/trace.h"
 
 #define TABLE_SIZE 16384  /* functions whose layout is kept; a power of two */
 #define MAX_PARAMS 4096   /* asked of the driver per function, at most */
 #define STACK_HITS 64     /* pointers found per launch without a heap buffer */
+#define NAME_LEN 160      /* of a kernel's name, and of one call's failure, kept for messages */
+#define WHY_LEN (3 * NAME_LEN + 8)
 
 typedef struct layout {
     launch_kind_t kind;
     const void *fn;
-    bool known;  /* the driver gave the layout */
+    bool known;        /* the driver gave the layout */
+    bool said;         /* an unknown layout's launch was logged (atomic) */
     size_t n;
+    bool *read_only;   /* per parameter: a pointer to const (Note [Access modes
+                          from the signature]); in the same allocation */
+    char name[NAME_LEN]; /* the kernel's, as the driver (or the loader) gives it */
+    char why[WHY_LEN];   /* for an unknown layout: which calls failed, and how */
     scan_param_t p[];
 } layout_t;
 
@@ -60,48 +77,195 @@ static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- the driver's and the runtime's answers ---------------------------------- */
 
+/* The libraries whose functions the hooks pass calls on to (hooks.h: libcuda,
+ * libcudart, libnccl), asked in this order when the process's lookup order
+ * has no definition after liblms.so: a library loaded RTLD_LOCAL (as
+ * libtorch_cuda loads NCCL, and the runtime libcuda) is in none. */
+static const char *const cuda_libs[] = {"libcuda.so.1",    "libcudart.so.13", "libcudart.so.12",
+                                        "libcudart.so",    "libnccl.so.2",    "libnccl.so"};
+
+/* Whether f is liblms.so's own (a library's handle also finds what its
+ * dependencies define, and one may depend on liblms.so). */
+static bool ours(const void *f)
+{
+    Dl_info mine, theirs;
+    return dladdr((void *)ours, &mine) != 0 && dladdr(f, &theirs) != 0 &&
+           mine.dli_fbase == theirs.dli_fbase;
+}
+
 void *interpose_sym(const char *name)
 {
     void *f = dlsym(RTLD_NEXT, name);
-    if (f == NULL) {
-        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    for (size_t k = 0; f == NULL && k < sizeof cuda_libs / sizeof *cuda_libs; k++) {
+        void *lib = dlopen(cuda_libs[k], RTLD_NOW | RTLD_NOLOAD);
         if (lib != NULL) {
             f = dlsym(lib, name);
-            dlclose(lib); /* the runtime holds it loaded */
+            dlclose(lib); /* whoever loaded it holds it loaded */
+            if (f != NULL && ours(f))
+                f = NULL;
         }
     }
     return f;
 }
 
 typedef CUresult (*param_info_t)(void *fn, size_t i, size_t *offset, size_t *size);
+typedef CUresult (*get_name_t)(const char **name, void *fn);
 
-/* The layout of fn into p (at most MAX_PARAMS); false if the driver gives
- * none. See Note [Parameter layouts]. */
-static bool ask_layout(launch_kind_t kind, const void *fn, scan_param_t *p, size_t *n)
+/* CUDA's name of r ("CUDA_ERROR_NOT_SUPPORTED"), or its number, into buf. */
+static const char *cu_error(CUresult r, char *buf, size_t len)
 {
-    void *f = (void *)fn;
-    if (kind == LAUNCH_RUNTIME) {
-        cudaError_t (*by_symbol)(cudaFunction_t *, const void *) = interpose_sym("cudaGetFuncBySymbol");
+    const char *s = NULL;
+    CUresult (*name)(CUresult, const char **) =
+        (CUresult(*)(CUresult, const char **))interpose_sym("cuGetErrorName");
+    if (name != NULL && name(r, &s) == CUDA_SUCCESS && s != NULL)
+        snprintf(buf, len, "%s", s);
+    else
+        snprintf(buf, len, "CUresult %d", (int)r);
+    return buf;
+}
+
+/* How one driver call answered for a function's parameters. */
+typedef enum { PARAMS_FAILED, PARAMS_NONE, PARAMS_SOME } params_answer_t;
+
+/* Asks `ask` (cuFuncGetParamInfo or cuKernelGetParamInfo, named `what`) for
+ * the layout of h into p and *n: CUDA_ERROR_INVALID_VALUE past the last
+ * parameter, so at index 0 "none". A failure says why into why. */
+static params_answer_t ask_params(const char *what, void *h, scan_param_t *p, size_t *n,
+                                  char *why)
+{
+    param_info_t ask = (param_info_t)interpose_sym(what);
+    if (ask == NULL) {
+        snprintf(why, NAME_LEN, "%s is not in this driver (CUDA 12.4 and later have it)", what);
+        return PARAMS_FAILED;
+    }
+    size_t i = 0;
+    CUresult r = CUDA_SUCCESS;
+    while (i < MAX_PARAMS && (r = ask(h, i, &p[i].offset, &p[i].size)) == CUDA_SUCCESS)
+        i++;
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE) {
+        char e[64];
+        snprintf(why, NAME_LEN, "%s: %s", what, cu_error(r, e, sizeof e));
+        return PARAMS_FAILED;
+    }
+    *n = i;
+    return i > 0 ? PARAMS_SOME : PARAMS_NONE;
+}
+
+/* The name the driver gives h (`what`: cuFuncGetName or cuKernelGetName)
+ * into name; false if none. */
+static bool ask_name(const char *what, void *h, char *name)
+{
+    get_name_t get = (get_name_t)interpose_sym(what);
+    const char *s = NULL;
+    if (get == NULL || get(&s, h) != CUDA_SUCCESS || s == NULL)
+        return false;
+    snprintf(name, NAME_LEN, "%s", s);
+    return true;
+}
+
+/* fn's layout into l->p, l->n, l->known (else l->why), and its name into
+ * l->name. See Note [Parameter layouts]: a runtime launch's fn is a stub
+ * (cudaGetFuncBySymbol gives its CUfunction) or a cudaKernel_t (a CUkernel,
+ * as the runtime takes a function it does not know for one); a driver
+ * launch's is a CUfunction or a CUkernel. Each is asked what it is likely
+ * to be first, and the other only if that failed or said "no parameters".
+ * At most MAX_PARAMS parameters. */
+static void ask_layout(layout_t *l)
+{
+    void *f = (void *)l->fn, *as_func = NULL, *as_kernel = NULL;
+    char why2[NAME_LEN] = "";
+    if (l->kind == LAUNCH_RUNTIME) {
+        cudaError_t (*by_symbol)(cudaFunction_t *, const void *) =
+            (cudaError_t(*)(cudaFunction_t *, const void *))interpose_sym("cudaGetFuncBySymbol");
         cudaFunction_t cf;
-        if (by_symbol == NULL || by_symbol(&cf, fn) != cudaSuccess)
-            return false;
-        f = (void *)cf;
+        cudaError_t e = by_symbol != NULL ? by_symbol(&cf, l->fn) : cudaErrorSymbolNotFound;
+        if (e == cudaSuccess)
+            as_func = (void *)cf;
+        else
+            snprintf(why2, sizeof why2, "cudaGetFuncBySymbol: cudaError_t %d", (int)e);
+        as_kernel = f;
+    } else if (l->kind == LAUNCH_KERNEL) {
+        as_kernel = f;
+        CUresult (*get_fn)(CUfunction *, CUkernel) =
+            (CUresult(*)(CUfunction *, CUkernel))interpose_sym("cuKernelGetFunction");
+        CUfunction cf;
+        if (get_fn != NULL && get_fn(&cf, (CUkernel)f) == CUDA_SUCCESS)
+            as_func = (void *)cf;
+    } else {
+        as_func = as_kernel = f;
     }
-    param_info_t ask[2] = {(param_info_t)interpose_sym("cuFuncGetParamInfo"),
-                           (param_info_t)interpose_sym("cuKernelGetParamInfo")};
-    for (int a = 0; a < 2; a++) {
-        if (ask[a] == NULL)
+    /* a cudaKernel_t is asked as a CUkernel first; everything else as a CUfunction */
+    bool kernel_first = l->kind == LAUNCH_KERNEL || (l->kind == LAUNCH_RUNTIME && as_func == NULL);
+    struct { const char *params, *name; void *h; } ask[2] = {
+        {"cuFuncGetParamInfo", "cuFuncGetName", as_func},
+        {"cuKernelGetParamInfo", "cuKernelGetName", as_kernel},
+    };
+    if (kernel_first) {
+        __typeof__(ask[0]) t = ask[0];
+        ask[0] = ask[1];
+        ask[1] = t;
+    }
+    params_answer_t best = PARAMS_FAILED;
+    char why[2][NAME_LEN] = {"", ""};
+    for (int a = 0; a < 2 && best != PARAMS_SOME; a++) {
+        size_t n = 0;
+        if (ask[a].h == NULL)
             continue;
-        size_t i = 0;
-        CUresult r = CUDA_SUCCESS;
-        while (i < MAX_PARAMS && (r = ask[a](f, i, &p[i].offset, &p[i].size)) == CUDA_SUCCESS)
-            i++;
-        if (r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_VALUE) { /* past the last one */
-            *n = i;
-            return true;
-        }
+        params_answer_t got = ask_params(ask[a].params, ask[a].h, l->p, &n, why[a]);
+        if (got == PARAMS_FAILED || (got == PARAMS_NONE && best == PARAMS_NONE))
+            continue;
+        best = got;
+        l->n = n;
     }
-    return false;
+    l->known = best != PARAMS_FAILED;
+    if (!l->known)
+        snprintf(l->why, sizeof l->why, "%s%s%s%s%s", why2, why2[0] && why[0][0] ? "; " : "",
+                 why[0], why[0][0] && why[1][0] ? "; " : "", why[1]);
+    for (int a = 0; a < 2 && l->name[0] == '\0'; a++)
+        if (ask[a].h != NULL)
+            (void)ask_name(ask[a].name, ask[a].h, l->name);
+    Dl_info d;
+    if (l->name[0] == '\0' && l->kind == LAUNCH_RUNTIME && dladdr(l->fn, &d) != 0 &&
+        d.dli_sname != NULL && d.dli_saddr == l->fn)
+        snprintf(l->name, sizeof l->name, "%s", d.dli_sname);
+    if (l->name[0] == '\0')
+        snprintf(l->name, sizeof l->name, "%p", l->fn);
+}
+
+/*
+ * Note [Access modes from the signature]
+ * A pointer parameter declared const (`const float *x`) is one a kernel reads
+ * through and does not write: the allocation it points to is made resident
+ * for reading (LMS_READ), which keeps a host copy it was fetched from current,
+ * so that evicting it later is a drop, not a copy. The driver says nothing
+ * of a parameter but its offset and size; the kernel's name says more when it
+ * is C++: the driver gives the mangled name (cuFuncGetName), and the C++
+ * runtime already in the process (libstdc++'s __cxa_demangle: every
+ * nvcc-built program and PyTorch have it; lms does not load it) turns it
+ * into a signature that signature.h reads. Everything else is read and
+ * written (LMS_WRITE): pointers in structs passed by value (PyTorch's
+ * TensorIterator kernels carry all theirs so), pointers to non-const,
+ * kernels declared extern "C", tensor maps, a signature whose parameter
+ * count is not the driver's, and a parameter of another size than a
+ * pointer's. A kernel that casts const away and writes through such a
+ * pointer breaks its own declaration; lms would then drop what it wrote
+ * when it evicts the chunk unchanged since its last copy out. An
+ * allocation that two parameters name, one const and one not, is written.
+ */
+static void learn_read_only(layout_t *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        l->read_only[i] = false;
+    if (l->n == 0 || strncmp(l->name, "_Z", 2) != 0)
+        return;
+    char *(*demangle)(const char *, char *, size_t *, int *) =
+        (char *(*)(const char *, char *, size_t *, int *))dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    int status = -1;
+    char *sig = demangle != NULL ? demangle(l->name, NULL, NULL, &status) : NULL;
+    if (sig != NULL && status == 0 && signature_read_only(sig, l->n, l->read_only))
+        for (size_t i = 0; i < l->n; i++)
+            l->read_only[i] = l->read_only[i] && l->p[i].size == sizeof(void *);
+    free(sig); /* the C++ runtime's, from the program's malloc */
 }
 
 static size_t slot_of(launch_kind_t kind, const void *fn)
@@ -112,7 +276,7 @@ static size_t slot_of(launch_kind_t kind, const void *fn)
 
 /* fn's layout: from the table, or asked now and kept. NULL only when the
  * host has no memory for it. */
-static const layout_t *layout_of(launch_kind_t kind, const void *fn)
+static layout_t *layout_of(launch_kind_t kind, const void *fn)
 {
     size_t i = slot_of(kind, fn);
     for (size_t probe = 0; probe < TABLE_SIZE; probe++, i = (i + 1) & (TABLE_SIZE - 1)) {
@@ -122,23 +286,21 @@ static const layout_t *layout_of(launch_kind_t kind, const void *fn)
         if (l->fn == fn && l->kind == kind)
             return l;
     }
-    scan_param_t *p = malloc(MAX_PARAMS * sizeof *p);
-    size_t n = 0;
-    bool known = p != NULL && ask_layout(kind, fn, p, &n);
-    layout_t *l = p != NULL ? malloc(sizeof *l + n * sizeof *p) : NULL;
+    layout_t *ask = calloc(1, sizeof *ask + MAX_PARAMS * sizeof *ask->p);
+    if (ask == NULL)
+        return NULL;
+    *ask = (layout_t){.kind = kind, .fn = fn};
+    ask_layout(ask);
+    size_t n = ask->n;
+    layout_t *l = malloc(sizeof *l + n * sizeof *l->p + n * sizeof *l->read_only);
     if (l == NULL) {
-        free(p);
+        free(ask);
         return NULL;
     }
-    *l = (layout_t){.kind = kind, .fn = fn, .known = known, .n = n};
-    for (size_t k = 0; k < n; k++)
-        l->p[k] = p[k];
-    free(p);
-    if (!known)
-        base_log(BASE_LOG_WARN,
-                 "interpose: the driver gives no parameter layout for kernel %p (cuFuncGetParamInfo "
-                 "needs CUDA 12.4): lms memory its parameters point to is not made resident; "
-                 "lms_pin it", fn);
+    memcpy(l, ask, sizeof *l + n * sizeof *l->p);
+    free(ask);
+    l->read_only = (bool *)(void *)&l->p[n];
+    learn_read_only(l);
     /* keep it, unless another thread did first or the table is full */
     pthread_mutex_lock(&table_lock);
     i = slot_of(kind, fn);
@@ -286,43 +448,160 @@ bool interpose_owns(const void *ptr)
     return (uintptr_t)ptr >= r.lo && (uintptr_t)ptr - r.lo < r.bytes;
 }
 
-lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, void **params,
-                           void **extra)
+/* What a launch's parameters point to: the words found, the parameter
+ * each was in (launches in the kernelParams form), and the mode each is
+ * made resident with. */
+typedef struct hits {
+    uintptr_t *ptr;
+    uint32_t *param;
+    lms_access_mode_t *mode;
+} hits_t;
+
+/* Fills h (room for max) with what the launch points to, and returns how
+ * many it found in all: words in lms's range, and learnt tensor maps. */
+static size_t collect(const layout_t *l, void **params, const void *buf, size_t size,
+                      scan_range_t r, hits_t *h, size_t max)
 {
+    size_t found;
+    if (params != NULL) {
+        found = scan_params(params, l->p, l->n, r, h->ptr, h->param, max);
+        found = tensormap_scan(params, l->p, l->n, h->ptr, h->param, max, found);
+    } else {
+        found = scan_buffer(buf, size, r, h->ptr, max);
+        found = tensormap_scan_buffer(buf, size, h->ptr, max, found);
+    }
+    for (size_t k = 0; k < found && k < max; k++)
+        h->mode[k] = params != NULL && h->param[k] < l->n && l->read_only[h->param[k]]
+                         ? LMS_READ
+                         : LMS_WRITE;
+    return found;
+}
+
+/* What LMS_UNKNOWN_LAUNCH asks of a launch whose layout is unknown: fail it
+ * (true), or launch it. auto: fail while lms swaps (memory may then be
+ * unmapped under the kernel), launch when it does not. */
+static bool unknown_fails(void)
+{
+    static int answer; /* 0: not known yet, 1: fail, 2: launch */
+    int a = __atomic_load_n(&answer, __ATOMIC_RELAXED);
+    if (a == 0) {
+        const char *o = base_options()->unknown_launch;
+        lms_stats_t t;
+        if (strcmp(o, "fail") == 0)
+            a = 1;
+        else if (strcmp(o, "launch") == 0)
+            a = 2;
+        else /* auto: lms swaps if it has host memory to swap to */
+            a = lms_stats(&t) != LMS_OK || t.host_limit > 0 ? 1 : 2;
+        __atomic_store_n(&answer, a, __ATOMIC_RELAXED);
+    }
+    return a == 1;
+}
+
+/* A launch of l's function, whose layout is unknown: counted, said once,
+ * and failed or let through as LMS_UNKNOWN_LAUNCH says (unknown_fails).
+ * `late`: it has run already (Note [Runtime launches the driver sees]). */
+static lms_status_t unknown_launch(layout_t *l, bool late)
+{
+    (void)lms_note_launch(LMS_LAUNCH_UNKNOWN);
+    bool fail = !late && unknown_fails();
+    if (!__atomic_exchange_n(&l->said, true, __ATOMIC_RELAXED))
+        base_log(late ? BASE_LOG_ERROR : BASE_LOG_WARN,
+                 "interpose: kernel %s: its parameter layout could not be learnt (%s): %s",
+                 l->name, l->why,
+                 late ? "the runtime launched it without passing it through lms's driver "
+                        "entry points, so nothing it touches was made resident; lms_pin that"
+                 : fail ? "it is not launched (LMS_UNKNOWN_LAUNCH=launch launches it with "
+                          "nothing made resident)"
+                        : "it is launched with nothing made resident (LMS_UNKNOWN_LAUNCH); "
+                          "lms memory it touches must be pinned (lms_pin)");
+    if (fail)
+        return base_fail(LMS_ERR_UNSUPPORTED,
+                         "interpose: kernel %s not launched: its parameter layout could not be "
+                         "learnt (%s); LMS_UNKNOWN_LAUNCH=launch launches it unseen",
+                         l->name, l->why);
+    return LMS_OK;
+}
+
+/*
+ * Note [Runtime launches the driver sees]
+ * The runtime passes its launches on to the driver's cuLaunchKernel (or a
+ * twin) that it looked up by name, which is lms's (Note [Lookups by name]
+ * in interpose.c), and the hooks pass calls made inside a hooked call
+ * straight through (Note [One access per call]). When the layout of a
+ * runtime launch cannot be learnt (its stub is not the runtime's, say),
+ * launch_access defers it: the runtime hook lets the call through with the
+ * hooks open, and the driver hook it reaches claims it (deferred_from) and
+ * handles it as a launch of its own, with the driver's handle. If no
+ * driver hook claimed it by the time the runtime returns, the kernel ran
+ * unseen: it is counted as unknown and said, after the fact.
+ */
+static __thread layout_t *deferred_from; /* the runtime launch deferred, until claimed */
+
+void launch_deferred_end(void)
+{
+    layout_t *l = deferred_from;
+    deferred_from = NULL;
+    if (l != NULL)
+        (void)unknown_launch(l, true);
+}
+
+lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, void **params,
+                           void **extra, bool *deferred)
+{
+    deferred_from = NULL; /* claimed, if a runtime launch deferred to this one */
+    if (deferred != NULL)
+        *deferred = false;
     scan_range_t r = lms_range();
     if (r.bytes == 0)
         return LMS_OK;
-    uintptr_t stack[STACK_HITS], *hits = stack;
+    uintptr_t stack_ptr[STACK_HITS];
+    uint32_t stack_param[STACK_HITS];
+    lms_access_mode_t stack_mode[STACK_HITS];
+    hits_t h = {stack_ptr, stack_param, stack_mode};
     size_t found = 0;
-    const void *buf;
-    size_t size;
+    const void *buf = NULL;
+    size_t size = 0;
+    layout_t *l = NULL;
     if (params != NULL) {
-        const layout_t *l = layout_of(kind, fn);
-        if (l == NULL)
+        if ((l = layout_of(kind, fn)) == NULL)
             return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for a layout");
-        found = scan_params(params, l->p, l->n, r, hits, STACK_HITS);
-        if (found > STACK_HITS && (hits = malloc(found * sizeof *hits)) != NULL)
-            (void)scan_params(params, l->p, l->n, r, hits, found);
-    } else if (scan_extra(extra, &buf, &size)) {
-        found = scan_buffer(buf, size, r, hits, STACK_HITS);
-        if (found > STACK_HITS && (hits = malloc(found * sizeof *hits)) != NULL)
-            (void)scan_buffer(buf, size, r, hits, found);
+        if (!l->known && deferred != NULL) {
+            *deferred = true;
+            deferred_from = l;
+            return LMS_OK;
+        }
+        if (!l->known)
+            return unknown_launch(l, false);
+    } else if (!scan_extra(extra, &buf, &size)) {
+        (void)lms_note_launch(LMS_LAUNCH_NO_POINTER); /* no parameters */
+        return LMS_OK;
     }
-    if (hits == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for %zu pointers", found);
+    found = collect(l, params, buf, size, r, &h, STACK_HITS);
+    if (found > STACK_HITS) {
+        h.ptr = malloc(found * (sizeof *h.ptr + sizeof *h.param + sizeof *h.mode));
+        if (h.ptr == NULL)
+            return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for %zu pointers",
+                             found);
+        h.param = (uint32_t *)(void *)(h.ptr + found);
+        h.mode = (lms_access_mode_t *)(void *)(h.param + found);
+        (void)collect(l, params, buf, size, r, &h, found);
+    }
+    (void)lms_note_launch(found > 0 ? LMS_LAUNCH_POINTERS : LMS_LAUNCH_NO_POINTER);
     if (found == 0)
         return LMS_OK;
     lms_stream_t s;
     lms_status_t st = LMS_OK;
-    trace_access_pointers((const void *const *)hits, found);
+    const void *const *ptrs = (const void *const *)h.ptr;
+    trace_access_pointers(ptrs, h.mode, found);
     if (graph_capturing(stream)) /* Note [Graph capture] in graph.c */
-        st = graph_pin_pointers(stream, (const void *const *)hits, found);
+        st = graph_pin_pointers(stream, ptrs, found);
     else if ((st = interpose_stream(stream, false, &s)) == LMS_OK) {
-        st = lms_access_pointers((const void *const *)hits, found, LMS_WRITE, s);
+        st = lms_access_pointers_modes(ptrs, h.mode, found, s);
         if (st == LMS_ERR_INVALID && (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
-            st = lms_access_pointers((const void *const *)hits, found, LMS_WRITE, s);
+            st = lms_access_pointers_modes(ptrs, h.mode, found, s);
     }
-    if (hits != stack)
-        free(hits);
+    if (h.ptr != stack_ptr)
+        free(h.ptr);
     return st;
 }

@@ -5,10 +5,14 @@
  * For each function launched, the layout of its parameters comes from the
  * driver once (cuFuncGetParamInfo, or cuKernelGetParamInfo for a CUkernel;
  * a runtime stub is first turned into its CUfunction with
- * cudaGetFuncBySymbol) and is kept for the life of the process. The launch's
- * parameters are scanned with it (scan.h), and every allocation a word points
- * into is made resident on the launch's stream (lms_access_pointers, on the
- * stream adopted for it), for reading and writing.
+ * cudaGetFuncBySymbol) and is kept for the life of the process, with what
+ * the kernel's C++ signature says of each parameter (Note [Access modes
+ * from the signature] in launch.c). The launch's parameters are scanned
+ * with it (scan.h, and tensormap.h for TMA descriptors), and every
+ * allocation a word points into is made resident on the launch's stream
+ * (lms_access_pointers_modes, on the stream adopted for it): for reading
+ * through a pointer to const, else for reading and writing. Each launch is
+ * counted in lms_stats (lms_note_launch).
  */
 #ifndef LMS_INTERPOSE_LAUNCH_H
 #define LMS_INTERPOSE_LAUNCH_H
@@ -18,7 +22,9 @@
 #include "lms.h"
 
 typedef enum launch_kind {
-    LAUNCH_RUNTIME, /* fn is a runtime stub: the host function nvcc made */
+    LAUNCH_RUNTIME, /* fn is a runtime stub (the host function nvcc made), or a
+                       cudaKernel_t as the runtime takes one (cudaLaunchKernel) */
+    LAUNCH_KERNEL,  /* fn is a cudaKernel_t, which is a CUkernel (__cudaLaunchKernel) */
     LAUNCH_DRIVER,  /* fn is a CUfunction, or a CUkernel */
 } launch_kind_t;
 
@@ -26,10 +32,21 @@ typedef enum launch_kind {
  * parameters points to (params: the kernelParams form, else extra: the
  * CU_LAUNCH_PARAM_BUFFER_POINTER form). The range stays resident until the
  * calling thread's next lms call: launch at once. LMS_OK when nothing is
- * lms's; the failure of lms_access_pointers (out of memory: then the launch
- * must not go ahead) or of adopting the stream otherwise. */
+ * lms's; the failure of lms_access_pointers_modes (out of memory: then the
+ * launch must not go ahead) or of adopting the stream otherwise.
+ * A launch whose layout cannot be learnt is said once per kernel, with its
+ * name and the call that failed, and fails (LMS_ERR_UNSUPPORTED) or goes
+ * ahead as LMS_UNKNOWN_LAUNCH says. With deferred non-NULL (a runtime
+ * launch, which the runtime passes on to the driver's hooked launch), such
+ * a launch is instead left to the driver hook (Note [Runtime launches the
+ * driver sees] in launch.c): *deferred is set, and the caller lets the call
+ * through with the hooks open, then calls launch_deferred_end. */
 lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, void **params,
-                           void **extra);
+                           void **extra, bool *deferred);
+
+/* After a deferred launch returned: if no driver hook claimed it, it ran
+ * unseen, and is counted and said. */
+void launch_deferred_end(void);
 
 /* Whether ptr lies in lms's reserved range (false while lms cannot start).
  * No lock once lms is up. */

@@ -10,7 +10,8 @@ static bool in_range(uintptr_t v, scan_range_t r) { return v >= r.lo && v - r.lo
 /* Scans `size` bytes at p, which sit at offset `at` of the parameter
  * buffer: the words at multiples of 8 of the buffer. Adds to *found. */
 static void scan_bytes(const unsigned char *p, size_t at, size_t size, scan_range_t r,
-                       uintptr_t *out, size_t max, size_t *found)
+                       uintptr_t *out, uint32_t *param_of, uint32_t param, size_t max,
+                       size_t *found)
 {
     if (size < 8)
         return;
@@ -20,19 +21,23 @@ static void scan_bytes(const unsigned char *p, size_t at, size_t size, scan_rang
         memcpy(&v, p + (o - at), sizeof v); /* the host copy need not be aligned */
         if (!in_range((uintptr_t)v, r))
             continue;
-        if (*found < max)
+        if (*found < max) {
             out[*found] = (uintptr_t)v;
+            if (param_of != NULL)
+                param_of[*found] = param;
+        }
         ++*found;
     }
 }
 
 size_t scan_params(void *const *values, const scan_param_t *layout, size_t n, scan_range_t r,
-                   uintptr_t *out, size_t max)
+                   uintptr_t *out, uint32_t *param_of, size_t max)
 {
     size_t found = 0;
     for (size_t i = 0; i < n; i++)
         if (values[i] != NULL)
-            scan_bytes(values[i], layout[i].offset, layout[i].size, r, out, max, &found);
+            scan_bytes(values[i], layout[i].offset, layout[i].size, r, out, param_of,
+                       (uint32_t)i, max, &found);
     return found;
 }
 
@@ -40,7 +45,7 @@ size_t scan_buffer(const void *buf, size_t size, scan_range_t r, uintptr_t *out,
 {
     size_t found = 0;
     if (buf != NULL)
-        scan_bytes(buf, 0, size, r, out, max, &found);
+        scan_bytes(buf, 0, size, r, out, NULL, 0, max, &found);
     return found;
 }
 

@@ -32,11 +32,12 @@ typedef struct scan_range {
 } scan_range_t;
 
 /* The kernelParams form: values[i] points to parameter i's bytes, laid out
- * as layout[i]. Puts the words found, in order, in out (at most max) and
- * returns how many there are in all: more than max means out holds the
+ * as layout[i]. Puts the words found, in order, in out (at most max), and
+ * the index of the parameter each was found in in param_of (unless NULL),
+ * and returns how many there are in all: more than max means out holds the
  * first max. */
 size_t scan_params(void *const *values, const scan_param_t *layout, size_t n, scan_range_t r,
-                   uintptr_t *out, size_t max);
+                   uintptr_t *out, uint32_t *param_of, size_t max);
 
 /* The same over one parameter buffer of `size` bytes (the `extra` form). */
 size_t scan_buffer(const void *buf, size_t size, scan_range_t r, uintptr_t *out, size_t max);

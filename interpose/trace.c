@@ -184,7 +184,7 @@ void trace_access(const lms_range_t *r, size_t n)
     pthread_mutex_unlock(&trace_lock);
 }
 
-void trace_access_pointers(const void *const *ptrs, size_t n)
+void trace_access_pointers(const void *const *ptrs, const lms_access_mode_t *modes, size_t n)
 {
     if (n == 0 || !trace_on())
         return;
@@ -192,7 +192,8 @@ void trace_access_pointers(const void *const *ptrs, size_t n)
     if (r == NULL)
         return;
     for (size_t i = 0; i < n; i++)
-        r[i] = (lms_range_t){.ptr = ptrs[i], .bytes = 1, .mode = LMS_WRITE};
+        r[i] = (lms_range_t){.ptr = ptrs[i], .bytes = 1,
+                             .mode = modes != NULL ? modes[i] : LMS_WRITE};
     trace_access(r, n);
     if (r != stack)
         free(r);

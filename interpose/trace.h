@@ -20,8 +20,8 @@ void trace_alloc(const void *ptr, size_t size);
 void trace_free(const void *ptr);
 
 /* One call's accesses: ranges with their modes, or pointers into
- * allocations the call writes (a launch). */
+ * allocations with theirs (a launch; modes NULL: all written). */
 void trace_access(const lms_range_t *r, size_t n);
-void trace_access_pointers(const void *const *ptrs, size_t n);
+void trace_access_pointers(const void *const *ptrs, const lms_access_mode_t *modes, size_t n);
 
 #endif /* LMS_INTERPOSE_TRACE_H */

@@ -26,7 +26,7 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct { const char *base; size_t bytes; uint64_t seed; } expect[MAX_EXPECT];
 static size_t nexpect;
-static struct { const void *stub; const fake_fn_t *fn; } stubs[MAX_STUBS];
+static struct { const void *stub; const fake_fn_t *fn; int hidden; } stubs[MAX_STUBS];
 static size_t nstubs;
 static fake_counts_t counts;
 
@@ -42,12 +42,39 @@ API void fake_expect(const void *base, size_t bytes, uint64_t seed)
     pthread_mutex_unlock(&lock);
 }
 
-API void fake_bind_stub(const void *stub, const fake_fn_t *fn)
+static void bind(const void *stub, const fake_fn_t *fn, int hidden)
 {
     pthread_mutex_lock(&lock);
     if (nstubs < MAX_STUBS)
-        stubs[nstubs++] = (typeof(stubs[0])){stub, fn};
+        stubs[nstubs++] = (typeof(stubs[0])){stub, fn, hidden};
     pthread_mutex_unlock(&lock);
+}
+
+API void fake_bind_stub(const void *stub, const fake_fn_t *fn) { bind(stub, fn, 0); }
+
+API void fake_bind_stub_hidden(const void *stub, const fake_fn_t *fn) { bind(stub, fn, 1); }
+
+/* The function bound to stub (hidden ones too: the runtime knows them), or NULL. */
+static const fake_fn_t *bound(const void *stub, int with_hidden)
+{
+    const fake_fn_t *fn = NULL;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < nstubs; i++)
+        if (stubs[i].stub == stub && (with_hidden || !stubs[i].hidden))
+            fn = stubs[i].fn;
+    pthread_mutex_unlock(&lock);
+    return fn;
+}
+
+/* Whether h is a stub's address, not a handle: the driver refuses it. */
+static int is_stub(const void *h)
+{
+    pthread_mutex_lock(&lock);
+    int found = 0;
+    for (size_t i = 0; i < nstubs; i++)
+        found |= stubs[i].stub == h;
+    pthread_mutex_unlock(&lock);
+    return found;
 }
 
 API fake_counts_t fake_counts(void)
@@ -95,6 +122,15 @@ static void run_bytes(const unsigned char *p, size_t at, size_t size)
         uint64_t v;
         memcpy(&v, p + (o - at), 8);
         run_word(v);
+    }
+    /* tensor maps: a TMA load reads the tensor each descriptor names */
+    for (size_t o = (at + 63) & ~(size_t)63; o + 128 <= at + size; o += 64) {
+        uint64_t w[2];
+        memcpy(w, p + (o - at), sizeof w);
+        if (w[0] != FAKE_TENSOR_MAP_MAGIC)
+            continue;
+        counts.tensor_maps++;
+        run_word(w[1] ^ FAKE_TENSOR_MAP_KEY);
     }
 }
 
@@ -167,8 +203,12 @@ static CUresult param_info(const fake_fn_t *fn, int kernel, size_t i, size_t *of
     pthread_mutex_lock(&lock);
     counts.param_queries++;
     pthread_mutex_unlock(&lock);
-    if (fn == NULL || fn->kernel != kernel)
+    if (fn == NULL || is_stub(fn))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (fn->flags & FAKE_NO_LAYOUT)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if ((fn->flags & FAKE_KERNEL) != kernel) /* a CUkernel asked as a CUfunction: "none" */
+        return kernel ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     if (i >= fn->n)
         return CUDA_ERROR_INVALID_VALUE;
     *offset = fn->offset[i];
@@ -186,24 +226,34 @@ API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t i, size_t *offset, siz
     return param_info((const fake_fn_t *)kernel, FAKE_KERNEL, i, offset, size);
 }
 
-API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *out, const void *stub)
+static CUresult get_name(const char **name, const fake_fn_t *fn)
 {
-    pthread_mutex_lock(&lock);
-    cudaError_t r = cudaErrorInvalidDeviceFunction;
-    for (size_t i = 0; i < nstubs; i++)
-        if (stubs[i].stub == stub) {
-            *out = (cudaFunction_t)(uintptr_t)stubs[i].fn;
-            r = cudaSuccess;
-        }
-    pthread_mutex_unlock(&lock);
-    return r;
+    if (fn == NULL || is_stub(fn))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = fn->name != NULL ? fn->name : "fake_fn";
+    return CUDA_SUCCESS;
 }
 
-static const fake_fn_t *of_stub(const void *stub)
+API CUresult cuFuncGetName(const char **name, CUfunction func)
 {
-    cudaFunction_t f;
-    return cudaGetFuncBySymbol(&f, stub) == cudaSuccess ? (const fake_fn_t *)(void *)f : NULL;
+    return get_name(name, (const fake_fn_t *)func);
 }
+
+API CUresult cuKernelGetName(const char **name, CUkernel kernel)
+{
+    return get_name(name, (const fake_fn_t *)kernel);
+}
+
+API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *out, const void *stub)
+{
+    const fake_fn_t *fn = bound(stub, 0);
+    if (fn == NULL)
+        return cudaErrorInvalidDeviceFunction;
+    *out = (cudaFunction_t)(uintptr_t)fn;
+    return cudaSuccess;
+}
+
+static const fake_fn_t *of_stub(const void *stub) { return bound(stub, 1); }
 
 static CUresult launch_kernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                               unsigned by, unsigned bz, unsigned shared, CUstream stream,
@@ -230,15 +280,99 @@ API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void *
     return CUDA_SUCCESS;
 }
 
+/* The runtime's launch: with FAKE_VIA_DRIVER, through the driver's
+ * cuLaunchKernel, looked up by name (lms's answer under the preload), as
+ * CUDA's runtime makes it; else here, as a runtime whose driver calls lms
+ * does not see would. */
+static cudaError_t runtime_launch(const void *func, void **args, cudaStream_t stream)
+{
+    const fake_fn_t *fn = of_stub(func);
+    if (fn == NULL)
+        return cudaErrorInvalidDeviceFunction;
+    if (!(fn->flags & FAKE_VIA_DRIVER)) {
+        run(fn, stream, args, NULL);
+        return cudaSuccess;
+    }
+    PFN_cuLaunchKernel_v4000 launch = NULL;
+    if (cuGetProcAddress_v2("cuLaunchKernel", (void **)&launch, 12000, 0, NULL) != CUDA_SUCCESS)
+        return cudaErrorUnknown;
+    CUresult r = launch((CUfunction)(uintptr_t)fn, 1, 1, 1, 1, 1, 1, 0, (CUstream)stream, args, NULL);
+    return r == CUDA_SUCCESS ? cudaSuccess : r == CUDA_ERROR_OUT_OF_MEMORY ? cudaErrorMemoryAllocation
+                                                                           : cudaErrorUnknown;
+}
+
 API cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args,
                                  size_t shared, cudaStream_t stream)
 {
     (void)grid, (void)block, (void)shared;
-    const fake_fn_t *fn = of_stub(func);
-    if (fn == NULL)
-        return cudaErrorInvalidDeviceFunction;
-    run(fn, stream, args, NULL);
+    return runtime_launch(func, args, stream);
+}
+
+static void count(uint64_t *c)
+{
+    pthread_mutex_lock(&lock);
+    ++*c;
+    pthread_mutex_unlock(&lock);
+}
+
+/* The twins below call these, not each other: a call between the stand-in's
+ * exported functions would reach liblms.so's hook of it under the preload. */
+static cudaError_t cooperative(const void *func, void **args, cudaStream_t stream)
+{
+    count(&counts.cooperative);
+    return runtime_launch(func, args, stream);
+}
+
+API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args,
+                                            size_t shared, cudaStream_t stream)
+{
+    (void)grid, (void)block, (void)shared;
+    return cooperative(func, args, stream);
+}
+
+API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 grid, dim3 block,
+                                                 void **args, size_t shared, cudaStream_t stream)
+{
+    (void)grid, (void)block, (void)shared;
+    return cooperative(func, args, stream);
+}
+
+API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                       unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                       CUstream stream, void **params)
+{
+    count(&counts.cooperative);
+    return launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, NULL);
+}
+
+API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                            unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                            CUstream stream, void **params)
+{
+    count(&counts.cooperative);
+    return launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, NULL);
+}
+
+/* nvcc 13's <<<>>>: a cudaKernel_t, which is a CUkernel. */
+static cudaError_t kernel_launch(cudaKernel_t kernel, void **args, cudaStream_t stream)
+{
+    count(&counts.kernel_launches);
+    run((const fake_fn_t *)(const void *)kernel, stream, args, NULL);
     return cudaSuccess;
+}
+
+API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void **args,
+                                   size_t shared, cudaStream_t stream)
+{
+    (void)grid, (void)block, (void)shared;
+    return kernel_launch(kernel, args, stream);
+}
+
+API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void **args,
+                                        size_t shared, cudaStream_t stream)
+{
+    (void)grid, (void)block, (void)shared;
+    return kernel_launch(kernel, args, stream);
 }
 
 API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func,
@@ -275,7 +409,13 @@ static void *own_dlsym(void *handle, const char *name)
     if (libc != NULL)
         dlclose(libc);
     void *(*real)(void *, const char *) = (__typeof__(real))f;
-    return real != NULL ? real(handle, name) : NULL;
+    void *found = real != NULL ? real(handle, name) : NULL;
+    /* the stand-in's own, not a dependency's (liblms.so's, which it links) */
+    Dl_info d, self;
+    if (found != NULL && (dladdr(found, &d) == 0 || dladdr((void *)own_dlsym, &self) == 0 ||
+                          d.dli_fbase != self.dli_fbase))
+        found = NULL;
+    return found;
 }
 
 static void *by_name(const char *symbol, uint64_t flags)
@@ -283,9 +423,11 @@ static void *by_name(const char *symbol, uint64_t flags)
     if (strcmp(symbol, "cuMemAlloc") == 0 || strcmp(symbol, "cuCtxSynchronize") == 0)
         return (void *)stand_in;
     void *self = dlopen("libfake_cuda.so", RTLD_NOW | RTLD_NOLOAD);
-    static const char *const pt[] = {"_v2_ptds", "_v2_ptsz", "_ptds", "_ptsz"}, *plain[] = {"_v2", ""};
+    /* a function with no per-thread twin is itself for the per-thread stream */
+    static const char *const pt[] = {"_v2_ptds", "_v2_ptsz", "_ptds", "_ptsz", "_v2", ""};
+    static const char *const plain[] = {"_v2", ""};
     const char *const *suffix = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM ? pt : plain;
-    size_t n = suffix == pt ? 4 : 2;
+    size_t n = suffix == pt ? 6 : 2;
     void *f = NULL;
     char name[128];
     for (size_t k = 0; k < n && f == NULL && self != NULL; k++) {
@@ -321,27 +463,79 @@ API cudaError_t cudaRuntimeGetVersion(int *version)
     return cudaSuccess;
 }
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-API cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsigned long long flags,
-                                        enum cudaDriverEntryPointQueryResult *status)
+/* The runtime's lookups; the per-thread default stream's (_ptsz) take
+ * cudaEnableDefault for it. */
+static cudaError_t entry_point(const char *symbol, void **pfn, unsigned long long flags,
+                               enum cudaDriverEntryPointQueryResult *status)
 {
     *pfn = by_name(symbol, flags);
     if (status != NULL)
         *status = *pfn != NULL ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
     return cudaSuccess;
 }
+
+#define PER_THREAD(flags) ((flags) == cudaEnableDefault ? cudaEnablePerThreadDefaultStream : (flags))
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+API cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **pfn, unsigned long long flags,
+                                        enum cudaDriverEntryPointQueryResult *status)
+{
+    return entry_point(symbol, pfn, flags, status);
+}
 #pragma GCC diagnostic pop
+
+API cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **pfn,
+                                             unsigned long long flags,
+                                             enum cudaDriverEntryPointQueryResult *status)
+{
+    return entry_point(symbol, pfn, PER_THREAD(flags), status);
+}
 
 API cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **pfn, unsigned version,
                                                  unsigned long long flags,
                                                  enum cudaDriverEntryPointQueryResult *status)
 {
     (void)version;
-    *pfn = by_name(symbol, flags);
-    if (status != NULL)
-        *status = *pfn != NULL ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
-    return cudaSuccess;
+    return entry_point(symbol, pfn, flags, status);
+}
+
+API cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **pfn,
+                                                      unsigned version, unsigned long long flags,
+                                                      enum cudaDriverEntryPointQueryResult *status)
+{
+    (void)version;
+    return entry_point(symbol, pfn, PER_THREAD(flags), status);
+}
+
+/* ---- tensor maps (fake_cuda.h) ---------------------------------------------------- */
+
+static void write_map(CUtensorMap *map, const void *address)
+{
+    uint64_t w[16] = {FAKE_TENSOR_MAP_MAGIC, (uint64_t)(uintptr_t)address ^ FAKE_TENSOR_MAP_KEY};
+    memcpy(map, w, sizeof w);
+}
+
+API CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank,
+                                    void *address, const cuuint64_t *dim, const cuuint64_t *strides,
+                                    const cuuint32_t *box, const cuuint32_t *elementStrides,
+                                    CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                    CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+    (void)type, (void)rank, (void)dim, (void)strides, (void)box, (void)elementStrides;
+    (void)interleave, (void)swizzle, (void)l2, (void)oob;
+    write_map(map, address);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuTensorMapReplaceAddress(CUtensorMap *map, void *address)
+{
+    uint64_t magic;
+    memcpy(&magic, map, sizeof magic);
+    if (magic != FAKE_TENSOR_MAP_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    write_map(map, address);
+    return CUDA_SUCCESS;
 }
 
 /* ---- copies and memsets ------------------------------------------------------------ */

@@ -4,9 +4,26 @@
  * on a machine without a GPU (libfake_cuda.so, fake_cuda.c).
  *
  * A fake function is a fake_fn_t: its address is the CUfunction (or, with
- * FAKE_KERNEL, the CUkernel) handed to a launch, and cuFuncGetParamInfo
- * (or cuKernelGetParamInfo) answer from its layout. A runtime stub is
- * bound to one with fake_bind_stub, for cudaGetFuncBySymbol.
+ * FAKE_KERNEL, the CUkernel: also what __cudaLaunchKernel takes as a
+ * cudaKernel_t) handed to a launch, and cuFuncGetParamInfo (or
+ * cuKernelGetParamInfo) answer from its layout; cuFuncGetName and
+ * cuKernelGetName give its name. Asked of a CUkernel, cuFuncGetParamInfo
+ * says "no parameters" (CUDA_ERROR_INVALID_VALUE at index 0), which cuda.h
+ * does not rule out; with FAKE_NO_LAYOUT both say CUDA_ERROR_NOT_SUPPORTED,
+ * as a driver older than 12.4 would. A runtime stub is bound to one with
+ * fake_bind_stub, for cudaGetFuncBySymbol; fake_bind_stub_hidden binds one
+ * the runtime launches but cudaGetFuncBySymbol does not know. The
+ * runtime's launches (cudaLaunchKernel, cudaLaunchCooperativeKernel) of a
+ * FAKE_VIA_DRIVER function go on to the driver's cuLaunchKernel, looked up
+ * with the process's cuGetProcAddress_v2 (lms's under the preload), as
+ * CUDA's runtime does; others run at once, as in a runtime whose driver
+ * calls lms does not see, so that only the runtime's hooks can see them.
+ * Cooperative launches (runtime and driver) run as launches do.
+ *
+ * Tensor maps: cuTensorMapEncodeTiled and cuTensorMapReplaceAddress write a
+ * descriptor (FAKE_TENSOR_MAP_MAGIC, then the address hidden from an 8-byte
+ * scan, in 128 bytes); a "kernel" reads the tensor of every descriptor at
+ * a multiple of 64 of its parameter buffer, as a TMA load would.
  *
  * A launch "runs the kernel" at once, on the calling thread: for every
  * 8-byte word of its parameters that points into a range given to
@@ -46,11 +63,17 @@
 #define FAKE_MAX_PARAMS 8
 
 typedef struct fake_fn {
-    int kernel; /* FAKE_KERNEL: a CUkernel, which only cuKernelGetParamInfo knows */
+    int flags; /* FAKE_* */
     size_t n;
     size_t offset[FAKE_MAX_PARAMS], size[FAKE_MAX_PARAMS];
+    const char *name; /* as the driver gives it (mangled); NULL: "fake_fn" */
 } fake_fn_t;
-#define FAKE_KERNEL 1
+#define FAKE_KERNEL 1    /* a CUkernel, whose layout only cuKernelGetParamInfo gives */
+#define FAKE_NO_LAYOUT 2 /* the driver gives no layout */
+#define FAKE_VIA_DRIVER 4 /* the runtime launches it through the driver's cuLaunchKernel */
+
+#define FAKE_TENSOR_MAP_MAGIC 0x7e45a3a9f00dull
+#define FAKE_TENSOR_MAP_KEY 0xa5a5a5a5a5a5a5a5ull /* XORed into the address */
 
 /* A CUDA array is, to the stand-in, host bytes in rows FAKE_ARRAY_PITCH
  * apart; a cudaArray_t or CUarray is its address. */
@@ -73,10 +96,14 @@ typedef struct fake_counts {
     uint64_t capture_queries; /* cuStreamGetCaptureInfo calls */
     uint64_t relaxed;         /* threads set to the relaxed capture mode */
     uint64_t joins;           /* streams that joined a capture through an event */
+    uint64_t cooperative;     /* cooperative launches (runtime and driver) */
+    uint64_t kernel_launches; /* launches of a cudaKernel_t (__cudaLaunchKernel) */
+    uint64_t tensor_maps;     /* descriptors a "kernel" read */
 } fake_counts_t;
 
 void fake_expect(const void *base, size_t bytes, uint64_t seed);
 void fake_bind_stub(const void *stub, const fake_fn_t *fn);
+void fake_bind_stub_hidden(const void *stub, const fake_fn_t *fn);
 fake_counts_t fake_counts(void);
 /* The stand-in's cuLaunchKernel itself: dlsym on the stand-in's handle
  * answers liblms.so's hook under a preload (Note [dlsym]). */

@@ -47,6 +47,207 @@ static bool same_object(void *a, void *b)
 
 static void stub_a(void) {} /* a "runtime stub": only its address matters */
 static void stub_b(void) {}
+static void stub_hidden(void) {}
+static void stub_coop(void) {}
+static void stub_unseen(void) {}
+
+/* nvcc 13's <<<>>> entry point (crt/device_functions.h declares it for C++ only) */
+extern cudaError_t __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void **, size_t, cudaStream_t);
+extern cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t, dim3, dim3, void **, size_t,
+                                           cudaStream_t);
+extern cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *, dim3, dim3, void **, size_t,
+                                                    cudaStream_t);
+extern CUresult cuLaunchCooperativeKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                               unsigned, unsigned, unsigned, CUstream, void **);
+extern cudaError_t cudaGetDriverEntryPoint_ptsz(const char *, void **, unsigned long long,
+                                                enum cudaDriverEntryPointQueryResult *);
+extern cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *, void **, unsigned,
+                                                         unsigned long long,
+                                                         enum cudaDriverEntryPointQueryResult *);
+
+static const dim3 one = {1, 1, 1};
+
+/* Makes buf[a] and buf[b] the least recently used by writing all the others
+ * (more than the device holds), so that under LMS_POLICY=lru they are on the
+ * host when the next launch names them; returns lms's fetch count. */
+static uint64_t cold(int a, int b)
+{
+    for (int i = 0; i < N; i++)
+        if (i != a && i != b)
+            CHECK(lms_access((void *)(uintptr_t)buf[i], SIZE, LMS_WRITE, NULL) == LMS_OK,
+                  "access %d: %s", i, lms_last_error());
+    lms_stats_t t;
+    CHECK(lms_stats(&t) == LMS_OK, "stats");
+    return t.fetches;
+}
+
+static lms_stats_t stats(void)
+{
+    lms_stats_t t;
+    CHECK(lms_stats(&t) == LMS_OK, "stats");
+    return t;
+}
+
+/* The launch that just ran found the data of buf[a] and buf[b] (n of them),
+ * which it had to fetch. */
+static void fetched_and_found(uint64_t checked, uint64_t fetches, int n, const char *what)
+{
+    expect_checked(checked, (uint64_t)n, what);
+    CHECK(stats().fetches >= fetches + (uint64_t)n, "%s: its memory was on the host (%llu fetched)",
+          what, (unsigned long long)(stats().fetches - fetches));
+}
+
+/* The launch paths a CUDA 13 framework takes besides the classic ones: each
+ * over memory evicted just before (it faults, or finds wrong data, if its
+ * hook is missing). */
+static void other_launch_paths(CUstream st)
+{
+    static const fake_fn_t f2 = {0, 2, {0, 8}, {8, 8}, NULL};
+    static const fake_fn_t k2 = {FAKE_KERNEL, 2, {0, 8}, {8, 8}, NULL};
+    void *p[] = {&buf[0], &buf[1]};
+    fake_counts_t c;
+    uint64_t f;
+
+    /* <<<>>> under nvcc 13: __cudaLaunchKernel of a cudaKernel_t (a CUkernel) */
+    f = cold(0, 1);
+    c = fake_counts();
+    CHECK(__cudaLaunchKernel((cudaKernel_t)(uintptr_t)&k2, one, one, p, 0, (cudaStream_t)st) ==
+              cudaSuccess, "__cudaLaunchKernel");
+    fetched_and_found(c.checked, f, 2, "__cudaLaunchKernel");
+    CHECK(fake_counts().kernel_launches == c.kernel_launches + 1, "it reached the stand-in's");
+    f = cold(0, 1);
+    c = fake_counts();
+    CHECK(__cudaLaunchKernel_ptsz((cudaKernel_t)(uintptr_t)&k2, one, one, p, 0, NULL) == cudaSuccess,
+          "__cudaLaunchKernel_ptsz");
+    fetched_and_found(c.checked, f, 2, "__cudaLaunchKernel_ptsz");
+
+    /* a CUkernel passed to cuLaunchKernel as the CUfunction: cuFuncGetParamInfo
+     * says "no parameters" of it, cuKernelGetParamInfo knows better */
+    static const fake_fn_t k2b = {FAKE_KERNEL, 2, {0, 8}, {8, 8}, NULL};
+    f = cold(0, 1);
+    c = fake_counts();
+    CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&k2b, 1, 1, 1, 1, 1, 1, 0, st, p, NULL) ==
+              CUDA_SUCCESS, "cuLaunchKernel of a CUkernel");
+    fetched_and_found(c.checked, f, 2, "cuLaunchKernel of a CUkernel");
+
+    /* cooperative launches, runtime and driver, and their per-thread twins */
+    fake_bind_stub((const void *)stub_coop, &f2);
+    typedef struct { const char *what; int rt, ptsz; } coop_t;
+    static const coop_t coops[] = {{"cudaLaunchCooperativeKernel", 1, 0},
+                                   {"cudaLaunchCooperativeKernel_ptsz", 1, 1},
+                                   {"cuLaunchCooperativeKernel", 0, 0},
+                                   {"cuLaunchCooperativeKernel_ptsz", 0, 1}};
+    for (size_t k = 0; k < sizeof coops / sizeof *coops; k++) {
+        const coop_t *o = &coops[k];
+        f = cold(2, 3);
+        c = fake_counts();
+        void *pc[] = {&buf[2], &buf[3]};
+        int ok = o->rt ? (o->ptsz ? cudaLaunchCooperativeKernel_ptsz((const void *)stub_coop, one, one,
+                                                                     pc, 0, NULL)
+                                  : cudaLaunchCooperativeKernel((const void *)stub_coop, one, one, pc,
+                                                                0, (cudaStream_t)st)) == cudaSuccess
+                       : (o->ptsz ? cuLaunchCooperativeKernel_ptsz((CUfunction)(uintptr_t)&f2, 1, 1,
+                                                                   1, 1, 1, 1, 0, NULL, pc)
+                                  : cuLaunchCooperativeKernel((CUfunction)(uintptr_t)&f2, 1, 1, 1,
+                                                              1, 1, 1, 0, st, pc)) == CUDA_SUCCESS;
+        CHECK(ok, "%s", o->what);
+        fetched_and_found(c.checked, f, 2, o->what);
+        CHECK(fake_counts().cooperative == c.cooperative + 1, "%s reached the stand-in's", o->what);
+    }
+
+    /* a runtime launch whose layout the runtime hook cannot learn (its stub is
+     * not one cudaGetFuncBySymbol knows): the driver hook the runtime reaches
+     * sees it (Note [Runtime launches the driver sees]) */
+    static const fake_fn_t fh = {FAKE_VIA_DRIVER, 2, {0, 8}, {8, 8}, NULL};
+    fake_bind_stub_hidden((const void *)stub_hidden, &fh);
+    lms_stats_t t = stats();
+    f = cold(4, 5);
+    c = fake_counts();
+    void *ph[] = {&buf[4], &buf[5]};
+    CHECK(cudaLaunchKernel((const void *)stub_hidden, one, one, ph, 0, (cudaStream_t)st) ==
+              cudaSuccess, "cudaLaunchKernel of a stub the runtime hook cannot resolve");
+    fetched_and_found(c.checked, f, 2, "a runtime launch seen by the driver hook");
+    CHECK(stats().launches == t.launches + 1 && stats().launches_unknown == t.launches_unknown,
+          "counted once, as known (%llu launches, %llu unknown)",
+          (unsigned long long)(stats().launches - t.launches),
+          (unsigned long long)(stats().launches_unknown - t.launches_unknown));
+    /* ...and one the runtime runs without the driver's entry points: unseen,
+     * counted after the fact (over resident memory: nothing makes it so) */
+    static const fake_fn_t fu = {0, 1, {0}, {8}, "_Z6unseenPf"};
+    fake_bind_stub_hidden((const void *)stub_unseen, &fu);
+    t = stats();
+    void *pu[] = {&buf[6]};
+    CHECK(lms_access((void *)(uintptr_t)buf[6], SIZE, LMS_WRITE, NULL) == LMS_OK, "resident");
+    t = stats();
+    c = fake_counts();
+    CHECK(cudaLaunchKernel((const void *)stub_unseen, one, one, pu, 0, (cudaStream_t)st) ==
+              cudaSuccess, "a runtime launch no hook could see");
+    CHECK(fake_counts().launches == c.launches + 1, "it ran");
+    CHECK(stats().launches_unknown == t.launches_unknown + 1, "counted as unknown");
+
+    /* a kernel whose layout the driver does not give (a driver before 12.4) */
+    static const fake_fn_t fn = {FAKE_NO_LAYOUT, 1, {0}, {8}, "_Z8nolayoutPf"};
+    const char *mode = getenv("LMS_UNKNOWN_LAUNCH");
+    bool launches = mode != NULL && strcmp(mode, "launch") == 0;
+    t = stats();
+    c = fake_counts();
+    CUresult r = cuLaunchKernel((CUfunction)(uintptr_t)&fn, 1, 1, 1, 1, 1, 1, 0, st, pu, NULL);
+    CHECK(launches ? r == CUDA_SUCCESS : r == CUDA_ERROR_NOT_SUPPORTED,
+          "a launch of unknown layout: %d (LMS_UNKNOWN_LAUNCH=%s)", (int)r, mode ? mode : "auto");
+    CHECK(fake_counts().launches == c.launches + launches, "...%s CUDA",
+          launches ? "reaches" : "does not reach");
+    CHECK(stats().launches_unknown == t.launches_unknown + 1 && stats().launches == t.launches + 1,
+          "...and is counted as unknown");
+
+    /* a TMA descriptor: its tensor's address is hidden from the 8-byte scan,
+     * and learnt from cuTensorMapEncodeTiled (then cuTensorMapReplaceAddress) */
+    static const fake_fn_t ftm = {0, 2, {0, 64}, {4, 128}, NULL};
+    CUtensorMap map; /* 64-byte aligned, as CUDA declares it */
+    cuuint64_t dim[1] = {SIZE / 4}, strides[1] = {SIZE};
+    cuuint32_t box[1] = {256}, es[1] = {1};
+    int n = 1;
+    void *pt[] = {&n, &map};
+    for (int k = 0; k < 2; k++) {
+        CUresult e = k == 0 ? cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1,
+                                                     (void *)(uintptr_t)buf[7], dim, strides, box,
+                                                     es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                     CU_TENSOR_MAP_SWIZZLE_NONE,
+                                                     CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+                            : cuTensorMapReplaceAddress(&map, (void *)(uintptr_t)buf[8]);
+        CHECK(e == CUDA_SUCCESS, "tensor map %d", k);
+        f = cold(7 + k, 7 + k);
+        c = fake_counts();
+        CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&ftm, 1, 1, 1, 1, 1, 1, 0, st, pt, NULL) ==
+                  CUDA_SUCCESS, "a launch with a tensor map");
+        CHECK(fake_counts().tensor_maps == c.tensor_maps + 1, "the kernel read its descriptor");
+        fetched_and_found(c.checked, f, 1, k == 0 ? "a tensor map" : "a tensor map re-addressed");
+    }
+
+    /* a launch with no lms pointer among its parameters is counted as such */
+    static const fake_fn_t fi = {0, 1, {0}, {4}, "_Z4noneiv"};
+    t = stats();
+    void *pi[] = {&n};
+    CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&fi, 1, 1, 1, 1, 1, 1, 0, st, pi, NULL) ==
+              CUDA_SUCCESS, "a launch of an int");
+    CHECK(stats().launches_without_lms == t.launches_without_lms + 1 &&
+              stats().launches == t.launches + 1, "counted as a launch with no lms pointer");
+
+    /* a pointer to const is made resident for reading: evicting it again is
+     * a drop, not a copy (Note [Access modes from the signature]) */
+    static const fake_fn_t fc = {0, 2, {0, 8}, {8, 8}, "_Z4copyPKfPf"};
+    f = cold(9, 10);
+    t = stats();
+    c = fake_counts();
+    void *pcst[] = {&buf[9], &buf[10]};
+    CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&fc, 1, 1, 1, 1, 1, 1, 0, st, pcst, NULL) ==
+              CUDA_SUCCESS, "copy(const float *, float *)");
+    fetched_and_found(c.checked, f, 2, "copy(const float *, float *)");
+    (void)cold(9, 10);
+    CHECK(stats().clean_drops > t.clean_drops,
+          "the buffer read through a pointer to const was dropped, not copied out (%llu drops)",
+          (unsigned long long)(stats().clean_drops - t.clean_drops));
+}
 
 int main(void)
 {
@@ -222,9 +423,27 @@ int main(void)
           "a launch through cuGetProcAddress's answer");
     expect_checked(c.checked, 2, "a launch through cuGetProcAddress's answer");
 
+    /* the runtime's lookups for the per-thread default stream */
+    CHECK(cudaGetDriverEntryPoint_ptsz("cuLaunchKernel", &fn, cudaEnableDefault, &rfound) ==
+              cudaSuccess && fn == dlsym(self, "cuLaunchKernel_ptsz"),
+          "cudaGetDriverEntryPoint_ptsz gives lms's cuLaunchKernel_ptsz");
+    CHECK(cudaGetDriverEntryPointByVersion_ptsz("cuLaunchKernel", &fn, 12000, cudaEnableDefault,
+                                                &rfound) == cudaSuccess &&
+              fn == dlsym(self, "cuLaunchKernel_ptsz"),
+          "cudaGetDriverEntryPointByVersion_ptsz gives lms's cuLaunchKernel_ptsz");
+    CHECK(cudaGetDriverEntryPointByVersion_ptsz("cuTensorMapEncodeTiled", &fn, 12000,
+                                                cudaEnableDefault, &rfound) == cudaSuccess &&
+              fn == dlsym(self, "cuTensorMapEncodeTiled"),
+          "...and lms's cuTensorMapEncodeTiled");
+
+    other_launch_paths(st);
+
     lms_stats_t t1;
     CHECK(lms_stats(&t1) == LMS_OK, "stats");
     CHECK(t1.fetches > t0.fetches, "the launches fetched evicted memory");
+    CHECK(t1.launches >= fake_counts().launches,
+          "every launch that reached the stand-in was counted (%llu counted, %llu reached)",
+          (unsigned long long)t1.launches, (unsigned long long)fake_counts().launches);
     for (int i = 0; i < N; i++)
         CHECK(cuMemFree(buf[i]) == CUDA_SUCCESS, "cuMemFree %d", i);
     fake_counts_t end = fake_counts();

@@ -39,12 +39,16 @@ Test(scan, pointers_in_scalars_and_structs_are_found_in_order)
     void *values[] = {&x, &n, &s, &c, &w};
     const scan_param_t layout[] = {{0, 8}, {8, 4}, {16, 24}, {40, 1}, {48, 8}};
     uintptr_t out[8];
-    cr_assert_eq(scan_params(values, layout, 5, R, out, 8), 3);
+    cr_assert_eq(scan_params(values, layout, 5, R, out, NULL, 8), 3);
     cr_assert_eq(out[0], (uintptr_t)x);
     cr_assert_eq(out[1], (uintptr_t)s.y, "the struct's pointer member, at buffer offset 24");
     cr_assert_eq(out[2], (uintptr_t)w, "the last byte of the range's last word is in it");
-    cr_assert_eq(scan_params(values, layout, 5, R, out, 2), 3, "all are counted...");
+    cr_assert_eq(scan_params(values, layout, 5, R, out, NULL, 2), 3, "all are counted...");
     cr_assert_eq(out[1], (uintptr_t)s.y, "...and the first max kept");
+    uint32_t param[8];
+    cr_assert_eq(scan_params(values, layout, 5, R, out, param, 8), 3);
+    cr_assert(param[0] == 0 && param[1] == 2 && param[2] == 4,
+              "each pointer's parameter: %u %u %u", param[0], param[1], param[2]);
 }
 
 Test(scan, the_ends_of_the_range_and_short_parameters)
@@ -54,7 +58,7 @@ Test(scan, the_ends_of_the_range_and_short_parameters)
     void *values[] = {&below, &end, &first, &lo_half};
     const scan_param_t layout[] = {{0, 8}, {8, 8}, {16, 8}, {24, 4}};
     uintptr_t out[4];
-    cr_assert_eq(scan_params(values, layout, 4, R, out, 4), 1);
+    cr_assert_eq(scan_params(values, layout, 4, R, out, NULL, 4), 1);
     cr_assert_eq(out[0], LO);
 }
 
@@ -68,16 +72,16 @@ Test(scan, words_off_eight_byte_alignment_in_the_buffer_are_not_taken)
     void *values[] = {p};
     scan_param_t at4 = {4, 12};
     uintptr_t out[2];
-    cr_assert_eq(scan_params(values, &at4, 1, R, out, 2), 1);
+    cr_assert_eq(scan_params(values, &at4, 1, R, out, NULL, 2), 1);
     memset(p, 0, sizeof p);
     memcpy(p, &v, 8); /* bytes 0..7 of the parameter: buffer offsets 4..11 */
-    cr_assert_eq(scan_params(values, &at4, 1, R, out, 2), 0);
+    cr_assert_eq(scan_params(values, &at4, 1, R, out, NULL, 2), 0);
     /* the host copy itself may sit anywhere: read unaligned */
     unsigned char odd[17];
     memcpy(odd + 1, &v, 8);
     void *oddv[] = {odd + 1};
     scan_param_t at0 = {0, 8};
-    cr_assert_eq(scan_params(oddv, &at0, 1, R, out, 2), 1);
+    cr_assert_eq(scan_params(oddv, &at0, 1, R, out, NULL, 2), 1);
     cr_assert_eq(out[0], v);
 }
 
