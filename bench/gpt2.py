@@ -7,6 +7,7 @@ so that the preload, the limit and the allocator are each run's own:
 
   python3 bench/gpt2.py suite [--steps N] [--ratios 2] [--lib build/liblms.so]
       [--layers 24 --width 1024 --heads 16 --seq 1024 --batch 8 --vocab 50257]
+      [--small] [--out DIR] [--diagnose] [--timeout SECONDS]
 
 runs, for the model given (default: GPT-2 medium's shape, batch 8 x 1024):
   plain        PyTorch alone, no limit: the reference losses, step time, and
@@ -28,29 +29,71 @@ PyTorch's own allocator) and "throughput_vs_plain". Deterministic
 algorithms (torch.use_deterministic_algorithms, TF32 off), so that equal
 losses are expected and a difference is a bug.
 
+Before anything runs, the suite checks (in a process of its own, so that this
+one holds no CUDA context) that this python3 has torch and a CUDA device, and
+prints which python, torch, CUDA and device as a line with "case":
+"environment"; without them it says why and exits 77 (skipped), so that a
+script can tell a skip from a failure. `python3 bench/gpt2.py check` does that
+check alone.
+
+Every run's whole output (stdout and stderr, with a step-by-step progress
+line) is written to OUT/<run>.log as it runs (--out, default build/gpt2; the
+suite prints where), and a run that fails carries the last 60 lines of it in
+its JSON line ("stderr_tail"), its cause ("message": the exception, CUDA
+error or signal) and the log's path, so that a CUDA fault is reported with
+its cause. --timeout ends a run that takes longer (reported as failed).
+
+  --small     a model for a first smoke run under the preload: 4 layers,
+              width 256, 4 heads, batch 8 x 256 tokens, vocabulary 2048,
+              4 steps (each still settable); e.g.
+              python3 bench/gpt2.py suite --small --ratios 2 --diagnose
+              trains it unlimited, then under lms at 2x.
+  --diagnose  the children run with CUDA_LAUNCH_BLOCKING=1 (a fault is
+              reported at the launch that caused it), and the lms runs with
+              LMS_LOG=info, LMS_STATS=1 and LMS_TRACE_ACCESSES=OUT/<run>.trace.
+              Step times then mean nothing.
+
   python3 bench/gpt2.py run [--save-on-cpu] [--fraction F] ...   one run, for the suite
 """
 import argparse
 import json
 import math
 import os
+import re
+import shlex
+import signal
 import statistics
 import subprocess
 import sys
 import time
 
+SKIP = 77  # the exit status of a run that cannot happen here (CTest's "skipped")
+TAIL_LINES = 60  # of a failed run's output, in its JSON line
+
+
+# The model's shape: GPT-2 medium's by default; --small for a first smoke run
+# (seconds a run). An option given on the command line wins over either.
+FULL = dict(layers=24, width=1024, heads=16, seq=1024, batch=8, vocab=50257, steps=20)
+SMALL = dict(layers=4, width=256, heads=4, seq=256, batch=8, vocab=2048, steps=4)
+
 
 def model_args(p):
-    p.add_argument("--layers", type=int, default=24)
-    p.add_argument("--width", type=int, default=1024)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--seq", type=int, default=1024)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=50257)
-    p.add_argument("--steps", type=int, default=20)
+    for name in FULL:
+        p.add_argument(f"--{name}", type=int, default=None,
+                       help=f"default {FULL[name]}, with --small {SMALL[name]}")
+    p.add_argument("--small", action="store_true", help="the small model (a smoke run)")
+
+
+def resolve_shape(a):
+    shape = SMALL if a.small else FULL
+    for name, value in shape.items():
+        if getattr(a, name) is None:
+            setattr(a, name, value)
 
 
 def run(a):
+    if check() != 0:
+        return SKIP
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -121,6 +164,8 @@ def run(a):
             opt.step()
             losses.append(loss.item())  # synchronizes
             ms.append((time.perf_counter() - t0) * 1e3)
+            print(f"gpt2: {a.label}: step {step + 1}/{a.steps} loss {losses[-1]:.6f} "
+                  f"{ms[-1]:.1f} ms", file=sys.stderr, flush=True)
             del logits, loss
     except RuntimeError as e:  # torch.cuda.OutOfMemoryError is one; without PyTorch's cache
         # a failed cudaMalloc is a plain RuntimeError (or AcceleratorError) naming it
@@ -140,26 +185,147 @@ def run(a):
     return 0 if result["ok"] else 3
 
 
+def environment():
+    """What this python3 is and what of torch and CUDA it has: a dict with
+    "skipped" set to the reason when a run cannot happen here."""
+    env = {"bench": "gpt2", "case": "environment", "python": sys.executable,
+           "python_version": sys.version.split()[0]}
+    try:
+        import torch
+    except Exception as e:  # ImportError, or a torch that fails to load
+        env["skipped"] = f"{sys.executable} has no usable torch ({type(e).__name__}: {e})"
+        return env
+    env.update(torch=torch.__version__, torch_file=os.path.dirname(torch.__file__),
+               torch_cuda=torch.version.cuda)
+    if not torch.version.cuda:
+        env["skipped"] = f"torch {torch.__version__} is built without CUDA"
+    elif not torch.cuda.is_available():
+        env["skipped"] = (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device"
+                          f" (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '(unset)')})")
+    else:
+        props = torch.cuda.get_device_properties(0)
+        env.update(device=props.name, device_memory=props.total_memory,
+                   capability=f"{props.major}.{props.minor}", devices=torch.cuda.device_count(),
+                   cudnn=torch.backends.cudnn.version())
+    return env
+
+
+def check():
+    """Prints the environment line and returns 0, or 77 and why not. The
+    suite's first step, in a process of its own (no CUDA context is left in
+    the suite's), and each run's."""
+    env = environment()
+    print(json.dumps(env), flush=True)
+    if "skipped" in env:
+        print(f"bench/gpt2.py: skipped: {env['skipped']}", file=sys.stderr, flush=True)
+        return SKIP
+    print(f"bench/gpt2.py: {env['python']} (Python {env['python_version']}), torch {env['torch']} "
+          f"(CUDA {env['torch_cuda']}), {env['device']} ({env['device_memory'] / 2**30:.1f} GiB)",
+          file=sys.stderr, flush=True)
+    return 0
+
+
+def log_name(label):
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label)
+
+
+# The line that says why a run failed: the exception, a CUDA error, lms's own
+# error, or the fault, in preference to the last line (which under LMS_STATS=1
+# is lms's statistics).
+CAUSE = re.compile(r"CUDA error|Error\b.*:|Exception\b.*:|^lms: error:|illegal|Segmentation|Aborted|"
+                   r"core dumped|Killed")
+
+
+def cause_of(tail):
+    for line in reversed(tail):
+        if CAUSE.search(line):
+            return line.strip()[:300]
+    return next((line.strip()[:300] for line in reversed(tail) if line.strip()), "")
+
+
 def child(a, label, env=None, extra=()):
+    """Runs one training run in a process of its own, its whole output into
+    OUT/<label>.log as it goes; returns (and prints) its JSON line, with the
+    last lines of its output and the cause when it failed."""
     cmd = [sys.executable, os.path.abspath(__file__), "run", "--label", label, "--layers", str(a.layers),
            "--width", str(a.width), "--heads", str(a.heads), "--seq", str(a.seq), "--batch", str(a.batch),
            "--vocab", str(a.vocab), "--steps", str(a.steps), *extra]
-    full = dict(os.environ, **(env or {}))
-    p = subprocess.run(cmd, env=full, capture_output=True, text=True)
-    lines = [l for l in p.stdout.splitlines() if l.startswith('{"bench": "gpt2"')]
-    if not lines:
-        r = {"bench": "gpt2", "run": label, "ok": False, "error": f"exit {p.returncode}",
-             "message": (p.stderr.strip().splitlines() or [""])[-1][:300]}
+    env = dict(env or {}, PYTHONUNBUFFERED="1")
+    name = log_name(label)
+    if a.diagnose:
+        env["CUDA_LAUNCH_BLOCKING"] = "1"
+        if "LD_PRELOAD" in env:
+            env.update(LMS_LOG="info", LMS_STATS="1",
+                       LMS_TRACE_ACCESSES=os.path.join(a.out, name + ".trace"))
+    log = os.path.join(a.out, name + ".log")
+    header = "# " + shlex.join([f"{k}={v}" for k, v in sorted(env.items())] + cmd) + "\n"
+    timed_out = False
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        f.write(header)
+        f.flush()
+        p = subprocess.Popen(cmd, env=dict(os.environ, **env), stdout=f, stderr=subprocess.STDOUT)
+        try:
+            rc = p.wait(timeout=a.timeout or None)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            p.kill()
+            rc = p.wait()
+    seconds = round(time.monotonic() - t0, 1)
+    with open(log, errors="replace") as f:
+        lines = f.read().splitlines()[1:]
+    results = [l for l in lines if l.startswith('{"bench": "gpt2", "run"')]
+    tail = [l for l in lines if not l.startswith('{"bench": "gpt2"')][-TAIL_LINES:]
+    if results:
+        r = json.loads(results[-1])
     else:
-        r = json.loads(lines[-1])
-    print(json.dumps(r), flush=True)
+        if timed_out:
+            error = f"timeout after {a.timeout:g} s"
+        elif rc < 0:
+            error = f"killed by {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
+        else:
+            error = f"exit {rc}"
+        r = {"bench": "gpt2", "run": label, "ok": False, "error": error, "message": cause_of(tail)}
+    r["seconds"] = seconds
+    if not r["ok"]:
+        r["log"] = log
+        # the tail, except for the out-of-memory that PyTorch's own runs
+        # under a fraction are expected to end with (its message is there)
+        if "LD_PRELOAD" in env or r.get("error") != "out of memory":
+            r["stderr_tail"] = tail
+    emit(a, r)
     return r
 
 
+def emit(a, line):
+    """A JSON line on stdout and in OUT/results.jsonl."""
+    text = json.dumps(line)
+    print(text, flush=True)
+    with open(os.path.join(a.out, "results.jsonl"), "a") as f:
+        f.write(text + "\n")
+
+
 def suite(a):
+    # The environment first, in a child: a skip (77) must come before
+    # anything else can fail.
+    pre = subprocess.run([sys.executable, os.path.abspath(__file__), "check"], capture_output=True, text=True)
+    if pre.returncode != 0:
+        sys.stdout.write(pre.stdout)
+        sys.stdout.flush()
+        sys.stderr.write(pre.stderr)
+        return pre.returncode if pre.returncode == SKIP else 1
+    sys.stderr.write(pre.stderr)
     lib = os.path.abspath(a.lib)
     if not os.path.exists(lib):
         sys.exit(f"bench/gpt2.py: no {lib}: build lms first (make build)")
+    a.out = os.path.abspath(a.out)
+    os.makedirs(a.out, exist_ok=True)
+    open(os.path.join(a.out, "results.jsonl"), "w").close()
+    env = json.loads(pre.stdout.strip().splitlines()[-1])
+    env.update(lib=lib, out=a.out, diagnose=a.diagnose,
+               shape={k: getattr(a, k) for k in FULL})
+    emit(a, env)
+    print(f"bench/gpt2.py: each run's log in {a.out}", file=sys.stderr, flush=True)
     lms_env = {"LD_PRELOAD": lib, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
     plain = child(a, "plain", {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"})
     if not plain["ok"]:
@@ -185,7 +351,7 @@ def suite(a):
                    "save_on_cpu_ok": sc["ok"],
                    "throughput_vs_plain": round(r["tokens_per_s"] / base, 3) if r.get("tokens_per_s") else None,
                    "save_on_cpu_vs_plain": round(sc["tokens_per_s"] / base, 3) if sc["ok"] and sc.get("tokens_per_s") else None}
-        print(json.dumps(summary), flush=True)
+        emit(a, summary)
         # The gate: bitwise the losses of the same allocator with no limit.
         # Equality with PyTorch's own allocator is reported too (loss_equal);
         # it is expected (deterministic algorithms, both 256-byte aligned) but
@@ -197,16 +363,26 @@ def suite(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    here = os.path.dirname(os.path.abspath(__file__))
     s = sub.add_parser("suite")
     model_args(s)
     s.add_argument("--ratios", type=lambda t: [float(v) for v in t.split(",")], default=[2.0])
-    s.add_argument("--lib", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "liblms.so"))
+    s.add_argument("--lib", default=os.path.join(here, "..", "build", "liblms.so"))
+    s.add_argument("--out", default=os.path.join(here, "..", "build", "gpt2"),
+                   help="folder for each run's log (and traces with --diagnose)")
+    s.add_argument("--diagnose", action="store_true",
+                   help="CUDA_LAUNCH_BLOCKING=1; lms runs with LMS_LOG=info, LMS_STATS=1, LMS_TRACE_ACCESSES")
+    s.add_argument("--timeout", type=float, default=0, help="seconds a run may take; 0: no limit")
     r = sub.add_parser("run")
     model_args(r)
     r.add_argument("--label", default="run")
     r.add_argument("--fraction", type=float, default=0)
     r.add_argument("--save-on-cpu", action="store_true")
+    sub.add_parser("check", help="whether this python3 has torch and a CUDA device (exit 0, else 77)")
     a = p.parse_args()
+    if a.cmd == "check":
+        return check()
+    resolve_shape(a)
     return suite(a) if a.cmd == "suite" else run(a)
 
 
