@@ -21,8 +21,11 @@
  * allocated before lms was enabled, or in a library that binds its own
  * calls) goes to the real free. Memory-pool calls (cudaMemPool*, the pools
  * of cudaMallocAsync) go to CUDA unchanged: they describe CUDA's pools,
- * which lms's allocations are not in. Kernel launches make what their
- * parameters point to resident first (launch.h); copies, memsets and NCCL
+ * which lms's allocations are not in. Kernel launches, through every door
+ * CUDA 13 has (the runtime's, nvcc 13's <<<>>> as __cudaLaunchKernel, the
+ * driver's, cooperative ones), make what their parameters point to
+ * resident first (launch.h), tensor maps' tensors among it (the encoders
+ * are hooked: Note [Tensor maps] in tensormap.c); copies, memsets and NCCL
  * collectives what they read and write (access.h). Stream destroys let lms
  * forget the stream first. Lookups by name answer lms's wrappers (Note
  * [Lookups by name]). Graph capture pins what captured calls touch for the
