@@ -386,18 +386,23 @@ static __thread unsigned inside;
  * launch.c). */
 #define LAUNCH(lib, kind, fn, stream, params, extra, real_call)                              \
     do {                                                                                     \
-        if (inside)                                                                          \
+        if (inside) {                                                                        \
+            launch_nested(kind);                                                             \
             return real_call;                                                                \
-        bool deferred_ = false;                                                              \
+        }                                                                                    \
+        bool deferred_ = false, runtime_ = kind != LAUNCH_DRIVER;                            \
         lms_status_t st_ = said(launch_access(kind, fn, stream, params, extra,               \
-                                              kind == LAUNCH_DRIVER ? NULL : &deferred_));   \
-        if (st_ != LMS_OK)                                                                   \
+                                              runtime_ ? &deferred_ : NULL));                \
+        if (st_ != LMS_OK) {                                                                 \
+            if (runtime_)                                                                    \
+                launch_done(false);                                                          \
             return lib##_error(st_);                                                         \
+        }                                                                                    \
         inside += !deferred_;                                                                \
         __typeof__(real_call) r_ = real_call;                                                \
         inside -= !deferred_;                                                                \
-        if (deferred_)                                                                       \
-            launch_deferred_end();                                                           \
+        if (runtime_)                                                                        \
+            launch_done(r_ == 0);                                                            \
         return r_;                                                                           \
     } while (0)
 

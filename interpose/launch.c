@@ -124,8 +124,10 @@ static const char *cu_error(CUresult r, char *buf, size_t len)
     return buf;
 }
 
-/* How one driver call answered for a function's parameters. */
-typedef enum { PARAMS_FAILED, PARAMS_NONE, PARAMS_SOME } params_answer_t;
+/* How one driver call answered for a function's parameters: it could not
+ * tell, the handle is not of the type it takes (CUDA_ERROR_INVALID_HANDLE),
+ * or it has none, or some. */
+typedef enum { PARAMS_FAILED, PARAMS_OTHER_TYPE, PARAMS_NONE, PARAMS_SOME } params_answer_t;
 
 /* Asks `ask` (cuFuncGetParamInfo or cuKernelGetParamInfo, named `what`) for
  * the layout of h into p and *n: CUDA_ERROR_INVALID_VALUE past the last
@@ -142,10 +144,14 @@ static params_answer_t ask_params(const char *what, void *h, scan_param_t *p, si
     CUresult r = CUDA_SUCCESS;
     while (i < MAX_PARAMS && (r = ask(h, i, &p[i].offset, &p[i].size)) == CUDA_SUCCESS)
         i++;
-    if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE) {
+    if (r == CUDA_SUCCESS) { /* not all of them: a partial layout would miss pointers */
+        snprintf(why, NAME_LEN, "%s: more than %d parameters", what, MAX_PARAMS);
+        return PARAMS_FAILED;
+    }
+    if (r != CUDA_ERROR_INVALID_VALUE) {
         char e[64];
         snprintf(why, NAME_LEN, "%s: %s", what, cu_error(r, e, sizeof e));
-        return PARAMS_FAILED;
+        return i == 0 && r == CUDA_ERROR_INVALID_HANDLE ? PARAMS_OTHER_TYPE : PARAMS_FAILED;
     }
     *n = i;
     return i > 0 ? PARAMS_SOME : PARAMS_NONE;
@@ -163,69 +169,78 @@ static bool ask_name(const char *what, void *h, char *name)
     return true;
 }
 
+/* One way to ask the driver for a function's layout: a handle, asked as a
+ * CUkernel (cuKernelGetParamInfo) or a CUfunction (cuFuncGetParamInfo), and
+ * whether the handle is known to be that (then "no parameters" is believed). */
+typedef struct asking {
+    void *h;
+    bool kernel;
+    bool certain;
+} asking_t;
+
 /* fn's layout into l->p, l->n, l->known (else l->why), and its name into
- * l->name. See Note [Parameter layouts]: a runtime launch's fn is a stub
- * (cudaGetFuncBySymbol gives its CUfunction) or a cudaKernel_t (a CUkernel,
- * as the runtime takes a function it does not know for one); a driver
- * launch's is a CUfunction or a CUkernel. Each is asked what it is likely
- * to be first, and the other only if that failed or said "no parameters".
- * At most MAX_PARAMS parameters. */
+ * l->name. See Note [Parameter layouts]. A runtime launch's fn is a stub,
+ * whose CUfunction cudaGetFuncBySymbol gives (certain), or else a
+ * cudaKernel_t: asked as a CUkernel, whose "no parameters" is believed only
+ * once cuKernelGetFunction has shown it is one (a stub the runtime does not
+ * know would be misread). A driver launch's fn is a CUfunction or a
+ * CUkernel: asked as both, parameters from either are believed, and "none"
+ * from one when the other says none too or that the handle is not its type
+ * (not when it cannot tell: a driver that cannot answer for CUfunctions
+ * may misread one as a CUkernel). At most MAX_PARAMS parameters. */
 static void ask_layout(layout_t *l)
 {
-    void *f = (void *)l->fn, *as_func = NULL, *as_kernel = NULL;
-    char why2[NAME_LEN] = "";
-    if (l->kind == LAUNCH_RUNTIME) {
+    void *f = (void *)l->fn;
+    asking_t ask[2];
+    int n = 0;
+    char why[3][NAME_LEN] = {"", "", ""};
+    if (l->kind == LAUNCH_DRIVER) {
+        ask[n++] = (asking_t){f, false, false};
+        ask[n++] = (asking_t){f, true, false};
+    } else {
         cudaError_t (*by_symbol)(cudaFunction_t *, const void *) =
             (cudaError_t(*)(cudaFunction_t *, const void *))interpose_sym("cudaGetFuncBySymbol");
-        cudaFunction_t cf;
-        cudaError_t e = by_symbol != NULL ? by_symbol(&cf, l->fn) : cudaErrorSymbolNotFound;
-        if (e == cudaSuccess)
-            as_func = (void *)cf;
-        else
-            snprintf(why2, sizeof why2, "cudaGetFuncBySymbol: cudaError_t %d", (int)e);
-        as_kernel = f;
-    } else if (l->kind == LAUNCH_KERNEL) {
-        as_kernel = f;
         CUresult (*get_fn)(CUfunction *, CUkernel) =
             (CUresult(*)(CUfunction *, CUkernel))interpose_sym("cuKernelGetFunction");
-        CUfunction cf;
-        if (get_fn != NULL && get_fn(&cf, (CUkernel)f) == CUDA_SUCCESS)
-            as_func = (void *)cf;
-    } else {
-        as_func = as_kernel = f;
+        cudaFunction_t cf;
+        CUfunction kf;
+        cudaError_t e = by_symbol != NULL ? by_symbol(&cf, l->fn) : cudaErrorSymbolNotFound;
+        if (e == cudaSuccess) {
+            ask[n++] = (asking_t){(void *)cf, false, true};
+        } else {
+            snprintf(why[2], sizeof why[2], "cudaGetFuncBySymbol: cudaError_t %d", (int)e);
+            ask[n++] = (asking_t){f, true, false};
+            if (get_fn != NULL && get_fn(&kf, (CUkernel)f) == CUDA_SUCCESS)
+                ask[n++] = (asking_t){(void *)kf, false, true};
+        }
     }
-    /* a cudaKernel_t is asked as a CUkernel first; everything else as a CUfunction */
-    bool kernel_first = l->kind == LAUNCH_KERNEL || (l->kind == LAUNCH_RUNTIME && as_func == NULL);
-    struct { const char *params, *name; void *h; } ask[2] = {
-        {"cuFuncGetParamInfo", "cuFuncGetName", as_func},
-        {"cuKernelGetParamInfo", "cuKernelGetName", as_kernel},
-    };
-    if (kernel_first) {
-        __typeof__(ask[0]) t = ask[0];
-        ask[0] = ask[1];
-        ask[1] = t;
+    bool none = false, undecided = false;
+    for (int a = 0; a < n && !l->known; a++) {
+        size_t m = 0;
+        params_answer_t got =
+            ask_params(ask[a].kernel ? "cuKernelGetParamInfo" : "cuFuncGetParamInfo", ask[a].h, l->p,
+                       &m, why[a]);
+        if (got == PARAMS_SOME || (got == PARAMS_NONE && ask[a].certain)) {
+            l->known = true;
+            l->n = m;
+        }
+        if (got == PARAMS_NONE && !ask[a].certain)
+            snprintf(why[a], sizeof why[a], "%s: no parameters, of a handle that may not be a %s",
+                     ask[a].kernel ? "cuKernelGetParamInfo" : "cuFuncGetParamInfo",
+                     ask[a].kernel ? "CUkernel" : "CUfunction");
+        none |= got == PARAMS_NONE;
+        undecided |= got == PARAMS_FAILED;
     }
-    params_answer_t best = PARAMS_FAILED;
-    char why[2][NAME_LEN] = {"", ""};
-    for (int a = 0; a < 2 && best != PARAMS_SOME; a++) {
-        size_t n = 0;
-        if (ask[a].h == NULL)
-            continue;
-        params_answer_t got = ask_params(ask[a].params, ask[a].h, l->p, &n, why[a]);
-        if (got == PARAMS_FAILED || (got == PARAMS_NONE && best == PARAMS_NONE))
-            continue;
-        best = got;
-        l->n = n;
-    }
-    l->known = best != PARAMS_FAILED;
+    if (!l->known && none && !undecided && l->kind == LAUNCH_DRIVER) /* no parameters either way */
+        l->known = true, l->n = 0;
     if (!l->known)
-        snprintf(l->why, sizeof l->why, "%s%s%s%s%s", why2, why2[0] && why[0][0] ? "; " : "",
+        snprintf(l->why, sizeof l->why, "%s%s%s%s%s", why[2], why[2][0] && why[0][0] ? "; " : "",
                  why[0], why[0][0] && why[1][0] ? "; " : "", why[1]);
-    for (int a = 0; a < 2 && l->name[0] == '\0'; a++)
-        if (ask[a].h != NULL)
-            (void)ask_name(ask[a].name, ask[a].h, l->name);
+    for (int a = n - 1; a >= 0; a--) /* the certain handle last: its name wins */
+        if (ask[a].certain || l->name[0] == '\0')
+            (void)ask_name(ask[a].kernel ? "cuKernelGetName" : "cuFuncGetName", ask[a].h, l->name);
     Dl_info d;
-    if (l->name[0] == '\0' && l->kind == LAUNCH_RUNTIME && dladdr(l->fn, &d) != 0 &&
+    if (l->name[0] == '\0' && l->kind != LAUNCH_DRIVER && dladdr(l->fn, &d) != 0 &&
         d.dli_sname != NULL && d.dli_saddr == l->fn)
         snprintf(l->name, sizeof l->name, "%s", d.dli_sname);
     if (l->name[0] == '\0')
@@ -528,30 +543,49 @@ static lms_status_t unknown_launch(layout_t *l, bool late)
  * The runtime passes its launches on to the driver's cuLaunchKernel (or a
  * twin) that it looked up by name, which is lms's (Note [Lookups by name]
  * in interpose.c), and the hooks pass calls made inside a hooked call
- * straight through (Note [One access per call]). When the layout of a
- * runtime launch cannot be learnt (its stub is not the runtime's, say),
- * launch_access defers it: the runtime hook lets the call through with the
- * hooks open, and the driver hook it reaches claims it (deferred_from) and
- * handles it as a launch of its own, with the driver's handle. If no
- * driver hook claimed it by the time the runtime returns, the kernel ran
- * unseen: it is counted as unknown and said, after the fact.
+ * straight through (Note [One access per call]); launch_nested notes that
+ * it happened (reaches_driver). When the layout of a runtime launch cannot
+ * be learnt (its stub is not the runtime's, say), launch_access defers it,
+ * once a runtime launch has been seen reaching a driver hook or when
+ * LMS_UNKNOWN_LAUNCH lets unknown launches run anyway: the runtime hook
+ * lets the call through with the hooks open, and the driver hook it
+ * reaches claims it (deferred_from) and handles it as a launch of its own,
+ * with the driver's handle. If no driver hook claimed it and the runtime
+ * launched it, the kernel ran unseen: it is counted as unknown and said,
+ * after the fact. Before any runtime launch has been seen reaching the
+ * driver, an unknown one is failed at once when LMS_UNKNOWN_LAUNCH fails
+ * unknown launches, since nothing says the driver hook would see it.
  */
 static __thread layout_t *deferred_from; /* the runtime launch deferred, until claimed */
+static __thread bool runtime_open;       /* a runtime launch is in CUDA on this thread */
+static bool reaches_driver; /* a runtime launch reached a driver hook (atomic) */
 
-void launch_deferred_end(void)
+void launch_nested(launch_kind_t kind)
+{
+    if (kind == LAUNCH_DRIVER && runtime_open)
+        __atomic_store_n(&reaches_driver, true, __ATOMIC_RELAXED);
+}
+
+void launch_done(bool launched)
 {
     layout_t *l = deferred_from;
     deferred_from = NULL;
-    if (l != NULL)
+    runtime_open = false;
+    if (l != NULL && launched)
         (void)unknown_launch(l, true);
 }
 
 lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, void **params,
                            void **extra, bool *deferred)
 {
-    deferred_from = NULL; /* claimed, if a runtime launch deferred to this one */
-    if (deferred != NULL)
+    if (deferred_from != NULL) { /* a runtime launch deferred to this one: claimed */
+        deferred_from = NULL;
+        __atomic_store_n(&reaches_driver, true, __ATOMIC_RELAXED);
+    }
+    if (deferred != NULL) {
         *deferred = false;
+        runtime_open = true; /* until launch_done */
+    }
     scan_range_t r = lms_range();
     if (r.bytes == 0)
         return LMS_OK;
@@ -566,7 +600,8 @@ lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, voi
     if (params != NULL) {
         if ((l = layout_of(kind, fn)) == NULL)
             return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for a layout");
-        if (!l->known && deferred != NULL) {
+        if (!l->known && deferred != NULL &&
+            (__atomic_load_n(&reaches_driver, __ATOMIC_RELAXED) || !unknown_fails())) {
             *deferred = true;
             deferred_from = l;
             return LMS_OK;
@@ -577,15 +612,18 @@ lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, voi
         (void)lms_note_launch(LMS_LAUNCH_NO_POINTER); /* no parameters */
         return LMS_OK;
     }
-    found = collect(l, params, buf, size, r, &h, STACK_HITS);
-    if (found > STACK_HITS) {
-        h.ptr = malloc(found * (sizeof *h.ptr + sizeof *h.param + sizeof *h.mode));
+    /* more than fit: again into room for all (until they fit: another
+     * thread may learn a tensor map in between) */
+    for (size_t room = STACK_HITS; (found = collect(l, params, buf, size, r, &h, room)) > room;) {
+        if (h.ptr != stack_ptr)
+            free(h.ptr);
+        room = found;
+        h.ptr = malloc(room * (sizeof *h.ptr + sizeof *h.param + sizeof *h.mode));
         if (h.ptr == NULL)
             return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for %zu pointers",
-                             found);
-        h.param = (uint32_t *)(void *)(h.ptr + found);
-        h.mode = (lms_access_mode_t *)(void *)(h.param + found);
-        (void)collect(l, params, buf, size, r, &h, found);
+                             room);
+        h.param = (uint32_t *)(void *)(h.ptr + room);
+        h.mode = (lms_access_mode_t *)(void *)(h.param + room);
     }
     (void)lms_note_launch(found > 0 ? LMS_LAUNCH_POINTERS : LMS_LAUNCH_NO_POINTER);
     if (found == 0)

@@ -38,15 +38,22 @@ typedef enum launch_kind {
  * name and the call that failed, and fails (LMS_ERR_UNSUPPORTED) or goes
  * ahead as LMS_UNKNOWN_LAUNCH says. With deferred non-NULL (a runtime
  * launch, which the runtime passes on to the driver's hooked launch), such
- * a launch is instead left to the driver hook (Note [Runtime launches the
- * driver sees] in launch.c): *deferred is set, and the caller lets the call
- * through with the hooks open, then calls launch_deferred_end. */
+ * a launch may instead be left to the driver hook (Note [Runtime launches
+ * the driver sees] in launch.c): *deferred is set, and the caller lets the
+ * call through with the hooks open. The caller of a runtime launch calls
+ * launch_done after CUDA returned, whatever this answered. */
 lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, void **params,
                            void **extra, bool *deferred);
 
-/* After a deferred launch returned: if no driver hook claimed it, it ran
+/* After a runtime launch (deferred non-NULL above) returned from CUDA,
+ * `launched` if it succeeded: a deferred one no driver hook claimed ran
  * unseen, and is counted and said. */
-void launch_deferred_end(void);
+void launch_done(bool launched);
+
+/* A launch of `kind` made inside a hooked call, passed straight through
+ * (Note [One access per call] in interpose.c): a driver launch inside a
+ * runtime one shows that the runtime reaches lms's driver hooks. */
+void launch_nested(launch_kind_t kind);
 
 /* Whether ptr lies in lms's reserved range (false while lms cannot start).
  * No lock once lms is up. */

@@ -15,7 +15,8 @@
 #include "interpose/scan.h"
 
 #define TENSORMAP_BYTES 128 /* sizeof(CUtensorMap) */
-#define TENSORMAP_ALIGN 64  /* alignof(CUtensorMap): where one sits in a parameter buffer */
+#define TENSORMAP_ALIGN 64  /* where one may sit in a parameter buffer: CUtensorMap is
+                               aligned to 64 (128 since CUDA 13's cuda.h) */
 
 /* The descriptor now at map (TENSORMAP_BYTES, as CUDA just wrote it)
  * addresses lms's memory at address. Thread-safe. */

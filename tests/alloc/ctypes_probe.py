@@ -4,6 +4,8 @@ in the Python process (LMS_BACKEND=sim), through lms.h and through the
 PyTorch plugin's entry points (lms_torch.h), found by name as
 CUDAPluggableAllocator finds them."""
 import ctypes
+import os
+import re
 import sys
 
 lib = ctypes.CDLL(sys.argv[1])
@@ -35,11 +37,19 @@ if not p:
     sys.exit("FAIL: lms_torch_malloc gave NULL: %s" % lib.lms_last_error().decode())
 if torch_malloc(4096, 1, stream):
     sys.exit("FAIL: lms_torch_malloc on device 1 (lms runs on device 0) did not fail")
-stats = (ctypes.c_uint64 * 15)()  # lms_stats_t: host_limit is its last field
+# lms_stats_t is lms.h's LMS_STATS_FIELDS, in order, each a uint64_t (the
+# struct grows: read its fields from the header, not a count kept here)
+header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "lms.h")
+block = open(header).read().split("#define LMS_STATS_FIELDS(X)")[1].split("typedef struct lms_stats")[0]
+fields = re.findall(r"^\s*X\((\w+)\)", block, re.M)
+if "host_limit" not in fields:
+    sys.exit("FAIL: no host_limit among lms_stats_t's fields in %s: %s" % (header, fields))
+stats = (ctypes.c_uint64 * len(fields))()
 ok("lms_stats", lib.lms_stats(stats))
-if stats[14] != 0:
+host_limit = stats[fields.index("host_limit")]
+if host_limit != 0:
     sys.exit("FAIL: loaded as a plugin alone, lms swaps (host limit %d): it cannot see kernels"
-             % stats[14])
+             % host_limit)
 lib.lms_torch_free(p, 4096, 0, stream)
 print("ctypes_probe: ctypes loaded %s; lms_init, lms_malloc, lms_free, lms_shutdown, "
       "lms_torch_malloc and lms_torch_free work" % sys.argv[1])

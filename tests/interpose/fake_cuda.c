@@ -203,12 +203,13 @@ static CUresult param_info(const fake_fn_t *fn, int kernel, size_t i, size_t *of
     pthread_mutex_lock(&lock);
     counts.param_queries++;
     pthread_mutex_unlock(&lock);
-    if (fn == NULL || is_stub(fn))
-        return CUDA_ERROR_INVALID_HANDLE;
+    /* a handle of another type (a stub's address, a CUkernel asked as a
+     * CUfunction or the other way round): "no parameters", the one error
+     * cuda.h documents besides success */
+    if (fn == NULL || is_stub(fn) || (fn->flags & FAKE_KERNEL) != kernel)
+        return CUDA_ERROR_INVALID_VALUE;
     if (fn->flags & FAKE_NO_LAYOUT)
         return CUDA_ERROR_NOT_SUPPORTED;
-    if ((fn->flags & FAKE_KERNEL) != kernel) /* a CUkernel asked as a CUfunction: "none" */
-        return kernel ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
     if (i >= fn->n)
         return CUDA_ERROR_INVALID_VALUE;
     *offset = fn->offset[i];
@@ -242,6 +243,31 @@ API CUresult cuFuncGetName(const char **name, CUfunction func)
 API CUresult cuKernelGetName(const char **name, CUkernel kernel)
 {
     return get_name(name, (const fake_fn_t *)kernel);
+}
+
+/* A CUkernel's CUfunction: a copy of it that is not FAKE_KERNEL, made once. */
+API CUresult cuKernelGetFunction(CUfunction *out, CUkernel kernel)
+{
+    static struct { const fake_fn_t *kernel; fake_fn_t fn; } made[MAX_STUBS];
+    static size_t nmade;
+    const fake_fn_t *k = (const fake_fn_t *)kernel;
+    if (k == NULL || is_stub(k) || !(k->flags & FAKE_KERNEL))
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&lock);
+    size_t i = 0;
+    while (i < nmade && made[i].kernel != k)
+        i++;
+    if (i == nmade && nmade < MAX_STUBS) {
+        made[i].kernel = k;
+        made[i].fn = *k;
+        made[i].fn.flags &= ~FAKE_KERNEL;
+        nmade++;
+    }
+    pthread_mutex_unlock(&lock);
+    if (i == MAX_STUBS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *out = (CUfunction)(void *)&made[i].fn;
+    return CUDA_SUCCESS;
 }
 
 API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *out, const void *stub)

@@ -7,10 +7,12 @@
  * FAKE_KERNEL, the CUkernel: also what __cudaLaunchKernel takes as a
  * cudaKernel_t) handed to a launch, and cuFuncGetParamInfo (or
  * cuKernelGetParamInfo) answer from its layout; cuFuncGetName and
- * cuKernelGetName give its name. Asked of a CUkernel, cuFuncGetParamInfo
- * says "no parameters" (CUDA_ERROR_INVALID_VALUE at index 0), which cuda.h
- * does not rule out; with FAKE_NO_LAYOUT both say CUDA_ERROR_NOT_SUPPORTED,
- * as a driver older than 12.4 would. A runtime stub is bound to one with
+ * cuKernelGetName give its name. Asked of a handle of the other type (a
+ * CUkernel as a CUfunction, a stub's address), both say "no parameters"
+ * (CUDA_ERROR_INVALID_VALUE at index 0), the one error cuda.h documents
+ * for them; with FAKE_NO_LAYOUT they say CUDA_ERROR_NOT_SUPPORTED, as a
+ * driver older than 12.4 would. cuKernelGetFunction gives a CUkernel's
+ * CUfunction. A runtime stub is bound to one with
  * fake_bind_stub, for cudaGetFuncBySymbol; fake_bind_stub_hidden binds one
  * the runtime launches but cudaGetFuncBySymbol does not know. The
  * runtime's launches (cudaLaunchKernel, cudaLaunchCooperativeKernel) of a

@@ -49,6 +49,7 @@ static void stub_a(void) {} /* a "runtime stub": only its address matters */
 static void stub_b(void) {}
 static void stub_hidden(void) {}
 static void stub_coop(void) {}
+static void stub_via(void) {}
 static void stub_unseen(void) {}
 
 /* nvcc 13's <<<>>> entry point (crt/device_functions.h declares it for C++ only) */
@@ -156,14 +157,42 @@ static void other_launch_paths(CUstream st)
     }
 
     /* a runtime launch whose layout the runtime hook cannot learn (its stub is
-     * not one cudaGetFuncBySymbol knows): the driver hook the runtime reaches
-     * sees it (Note [Runtime launches the driver sees]) */
+     * not one cudaGetFuncBySymbol knows, and the driver says "no parameters"
+     * of it asked as a CUkernel, which it is not) */
+    const char *mode = getenv("LMS_UNKNOWN_LAUNCH");
+    bool launches = mode != NULL && strcmp(mode, "launch") == 0;
     static const fake_fn_t fh = {FAKE_VIA_DRIVER, 2, {0, 8}, {8, 8}, NULL};
     fake_bind_stub_hidden((const void *)stub_hidden, &fh);
+    void *ph[] = {&buf[4], &buf[5]};
     lms_stats_t t = stats();
+    /* before a runtime launch has been seen reaching lms's driver hooks, it
+     * fails (LMS_UNKNOWN_LAUNCH=auto, swapping), or is left to the driver
+     * hook (launch) (Note [Runtime launches the driver sees]) */
     f = cold(4, 5);
     c = fake_counts();
-    void *ph[] = {&buf[4], &buf[5]};
+    cudaError_t e = cudaLaunchKernel((const void *)stub_hidden, one, one, ph, 0, (cudaStream_t)st);
+    if (launches) {
+        CHECK(e == cudaSuccess, "LMS_UNKNOWN_LAUNCH=launch: left to the driver hook (%d)", (int)e);
+        fetched_and_found(c.checked, f, 2, "a runtime launch seen by the driver hook");
+    } else {
+        CHECK(e == cudaErrorNotSupported, "an unknown runtime launch fails until the runtime is "
+              "seen reaching lms's driver hooks (%d)", (int)e);
+        CHECK(fake_counts().launches == c.launches, "...and does not reach CUDA");
+        CHECK(stats().launches_unknown == t.launches_unknown + 1, "...and is counted unknown");
+    }
+    /* a known runtime launch that the runtime passes on to the driver's */
+    static const fake_fn_t fv = {FAKE_VIA_DRIVER, 1, {0}, {8}, NULL};
+    fake_bind_stub((const void *)stub_via, &fv);
+    void *pv[] = {&buf[3]};
+    f = cold(3, 3);
+    c = fake_counts();
+    CHECK(cudaLaunchKernel((const void *)stub_via, one, one, pv, 0, (cudaStream_t)st) ==
+              cudaSuccess, "a runtime launch through the driver's");
+    fetched_and_found(c.checked, f, 1, "a runtime launch through the driver's");
+    /* from now on an unknown one is left to the driver hook, which sees it */
+    t = stats();
+    f = cold(4, 5);
+    c = fake_counts();
     CHECK(cudaLaunchKernel((const void *)stub_hidden, one, one, ph, 0, (cudaStream_t)st) ==
               cudaSuccess, "cudaLaunchKernel of a stub the runtime hook cannot resolve");
     fetched_and_found(c.checked, f, 2, "a runtime launch seen by the driver hook");
@@ -175,7 +204,6 @@ static void other_launch_paths(CUstream st)
      * counted after the fact (over resident memory: nothing makes it so) */
     static const fake_fn_t fu = {0, 1, {0}, {8}, "_Z6unseenPf"};
     fake_bind_stub_hidden((const void *)stub_unseen, &fu);
-    t = stats();
     void *pu[] = {&buf[6]};
     CHECK(lms_access((void *)(uintptr_t)buf[6], SIZE, LMS_WRITE, NULL) == LMS_OK, "resident");
     t = stats();
@@ -187,8 +215,6 @@ static void other_launch_paths(CUstream st)
 
     /* a kernel whose layout the driver does not give (a driver before 12.4) */
     static const fake_fn_t fn = {FAKE_NO_LAYOUT, 1, {0}, {8}, "_Z8nolayoutPf"};
-    const char *mode = getenv("LMS_UNKNOWN_LAUNCH");
-    bool launches = mode != NULL && strcmp(mode, "launch") == 0;
     t = stats();
     c = fake_counts();
     CUresult r = cuLaunchKernel((CUfunction)(uintptr_t)&fn, 1, 1, 1, 1, 1, 1, 0, st, pu, NULL);
@@ -208,14 +234,14 @@ static void other_launch_paths(CUstream st)
     int n = 1;
     void *pt[] = {&n, &map};
     for (int k = 0; k < 2; k++) {
-        CUresult e = k == 0 ? cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1,
+        CUresult er = k == 0 ? cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1,
                                                      (void *)(uintptr_t)buf[7], dim, strides, box,
                                                      es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                                      CU_TENSOR_MAP_SWIZZLE_NONE,
                                                      CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
                             : cuTensorMapReplaceAddress(&map, (void *)(uintptr_t)buf[8]);
-        CHECK(e == CUDA_SUCCESS, "tensor map %d", k);
+        CHECK(er == CUDA_SUCCESS, "tensor map %d", k);
         f = cold(7 + k, 7 + k);
         c = fake_counts();
         CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&ftm, 1, 1, 1, 1, 1, 1, 0, st, pt, NULL) ==
@@ -223,6 +249,50 @@ static void other_launch_paths(CUstream st)
         CHECK(fake_counts().tensor_maps == c.tensor_maps + 1, "the kernel read its descriptor");
         fetched_and_found(c.checked, f, 1, k == 0 ? "a tensor map" : "a tensor map re-addressed");
     }
+    /* thousands of other descriptors later, the first is still known */
+    CUtensorMap other;
+    for (uint64_t k = 1; k <= 5000; k++)
+        CHECK(cuTensorMapEncodeTiled(&other, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1,
+                                     (void *)(uintptr_t)(buf[k % N] + 64 * (k / N)), dim, strides,
+                                     box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                     CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS,
+              "tensor map %llu", (unsigned long long)k);
+    f = cold(8, 8);
+    c = fake_counts();
+    CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&ftm, 1, 1, 1, 1, 1, 1, 0, st, pt, NULL) ==
+              CUDA_SUCCESS, "a launch with the tensor map again");
+    fetched_and_found(c.checked, f, 1, "a tensor map after 5000 others");
+
+    /* more pointers than a launch keeps on its stack (64): 70 words of one
+     * struct, into six evicted allocations */
+    static const fake_fn_t f70 = {0, 1, {0}, {70 * 8}, NULL};
+    uint64_t words[70];
+    for (int k = 0; k < 70; k++)
+        words[k] = buf[k % 6] + 8 * (uint64_t)k;
+    void *pw[] = {words};
+    f = cold(0, 1);
+    for (int k = 2; k < 6; k++) /* 0..5 out: the six last least recently used */
+        CHECK(lms_access((void *)(uintptr_t)buf[6 + k], SIZE, LMS_WRITE, NULL) == LMS_OK, "push");
+    f = stats().fetches;
+    c = fake_counts();
+    CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&f70, 1, 1, 1, 1, 1, 1, 0, st, pw, NULL) ==
+              CUDA_SUCCESS, "a launch of 70 pointers");
+    expect_checked(c.checked, 70, "70 pointers");
+    CHECK(stats().fetches > f, "...some of whose memory was on the host");
+
+    /* kernels with no parameters, a CUfunction and a CUkernel: the driver says
+     * "none" of each asked as either type, which is believed, and they launch */
+    static const fake_fn_t f0 = {0, 0, {0}, {0}, "_Z4zerov"}, k0 = {FAKE_KERNEL, 0, {0}, {0}, NULL};
+    void *p0[1] = {NULL};
+    t = stats();
+    c = fake_counts();
+    CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&f0, 1, 1, 1, 1, 1, 1, 0, st, p0, NULL) ==
+              CUDA_SUCCESS && cuLaunchKernel((CUfunction)(uintptr_t)&k0, 1, 1, 1, 1, 1, 1, 0, st,
+                                             p0, NULL) == CUDA_SUCCESS,
+          "kernels with no parameters");
+    CHECK(fake_counts().launches == c.launches + 2 && stats().launches_unknown == t.launches_unknown,
+          "...launch, as known");
 
     /* a launch with no lms pointer among its parameters is counted as such */
     static const fake_fn_t fi = {0, 1, {0}, {4}, "_Z4noneiv"};
