@@ -82,7 +82,9 @@ __attribute__((visibility("default"))) void *dlsym(void *restrict handle,
     void *found = real(handle, symbol);
     /* names of CUDA's and NCCL's only: other lookups (a Python import's)
      * pay for nothing more */
-    if (found == NULL || (strncmp(symbol, "cu", 2) != 0 && strncmp(symbol, "nccl", 4) != 0) ||
+    if (found == NULL ||
+        (strncmp(symbol, "cu", 2) != 0 && strncmp(symbol, "nccl", 4) != 0 &&
+         strncmp(symbol, "__cuda", 6) != 0) ||
         ours(__builtin_return_address(0)))
         return found;
     return interpose_dlsym_answer(symbol, found);

@@ -104,6 +104,16 @@
       (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes,      \
       hStream, kernelParams))                                                                \
     LMS_TENSOR_MAP_HOOKS(X)                                                                  \
+    X(drv, CUresult, cuLaunch, (CUfunction f), (f))                                          \
+    X(drv, CUresult, cuLaunchGrid, (CUfunction f, int grid_width, int grid_height),           \
+      (f, grid_width, grid_height))                                                          \
+    X(drv, CUresult, cuLaunchGridAsync, (CUfunction f, int grid_width, int grid_height,       \
+      CUstream hStream), (f, grid_width, grid_height, hStream))                              \
+    X(drv, CUresult, cuLaunchCooperativeKernelMultiDevice, (CUDA_LAUNCH_PARAMS *launchParamsList, \
+      unsigned int numDevices, unsigned int flags), (launchParamsList, numDevices, flags))   \
+    X(drv, CUresult, cuModuleUnload, (CUmodule hmod), (hmod))                                \
+    X(drv, CUresult, cuLibraryUnload, (CUlibrary library), (library))                        \
+    LMS_LIBRARY_HOOKS_12050(X)                                                               \
     X(drv, CUresult, cuGetProcAddress, (const char *symbol, void **pfn, int cudaVersion,      \
       cuuint64_t flags), (symbol, pfn, cudaVersion, flags))                                  \
     X(drv, CUresult, cuGetProcAddress_v2, (const char *symbol, void **pfn, int cudaVersion,   \
@@ -126,6 +136,15 @@
     X(nccl, ncclResult_t, ncclGroupStart, (void), ())                                        \
     X(nccl, ncclResult_t, ncclGroupEnd, (void), ())                                          \
     LMS_GRAPH_HOOKS(X)
+
+/* The runtime's library unload (CUDA 12.5): layouts learnt before it may
+ * belong to functions gone (Note [Parameter layouts] in launch.c). */
+#if CUDA_VERSION >= 12050
+#define LMS_LIBRARY_HOOKS_12050(X)                                                           \
+    X(rt, cudaError_t, cudaLibraryUnload, (cudaLibrary_t library), (library))
+#else
+#define LMS_LIBRARY_HOOKS_12050(X)
+#endif
 
 /* TMA descriptors: what each one encoded for lms's memory addresses is
  * learnt (hook_<name> in interpose.c; Note [Tensor maps] in tensormap.c).

@@ -497,6 +497,67 @@ static CUresult hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, u
                    (f, gx, gy, gz, bx, by, bz, shared, hStream, kernelParams), MISSING_drv));
 }
 
+/* The deprecated doors whose parameters lms cannot see (launch_unseeable). */
+#define UNSEEABLE(fn, door, real_call)                                                       \
+    do {                                                                                     \
+        if (inside)                                                                          \
+            return real_call;                                                                \
+        lms_status_t st_ = said(launch_unseeable(fn, door));                                 \
+        if (st_ != LMS_OK)                                                                   \
+            return drv_error(st_);                                                           \
+        inside++;                                                                            \
+        CUresult r_ = real_call;                                                             \
+        inside--;                                                                            \
+        return r_;                                                                           \
+    } while (0)
+
+static CUresult hook_cuLaunch(CUfunction f)
+{
+    UNSEEABLE(f, "cuLaunch", REAL_OR(cuLaunch, (f), MISSING_drv));
+}
+
+static CUresult hook_cuLaunchGrid(CUfunction f, int w, int h)
+{
+    UNSEEABLE(f, "cuLaunchGrid", REAL_OR(cuLaunchGrid, (f, w, h), MISSING_drv));
+}
+
+static CUresult hook_cuLaunchGridAsync(CUfunction f, int w, int h, CUstream hStream)
+{
+    UNSEEABLE(f, "cuLaunchGridAsync", REAL_OR(cuLaunchGridAsync, (f, w, h, hStream), MISSING_drv));
+}
+
+static CUresult hook_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned n,
+                                                          unsigned flags)
+{
+    UNSEEABLE(list != NULL && n > 0 ? (const void *)list[0].function : NULL,
+              "cuLaunchCooperativeKernelMultiDevice",
+              REAL_OR(cuLaunchCooperativeKernelMultiDevice, (list, n, flags), MISSING_drv));
+}
+
+/* An unload: every layout learnt is asked again at its next launch. */
+static CUresult hook_cuModuleUnload(CUmodule hmod)
+{
+    CUresult r = REAL_OR(cuModuleUnload, (hmod), MISSING_drv);
+    launch_forget_layouts();
+    return r;
+}
+
+static CUresult hook_cuLibraryUnload(CUlibrary library)
+{
+    CUresult r = REAL_OR(cuLibraryUnload, (library), MISSING_drv);
+    launch_forget_layouts();
+    return r;
+}
+
+#if CUDA_VERSION >= 12050
+static cudaError_t hook_cudaLibraryUnload(cudaLibrary_t library)
+{
+    cudaError_t r = REAL_OR(cudaLibraryUnload, (library), MISSING_rt);
+    launch_forget_layouts();
+    return r;
+}
+#endif
+
 static CUresult hook_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                     unsigned bx, unsigned by, unsigned bz, unsigned shared,
                                     CUstream hStream, void **kernelParams, void **extra)

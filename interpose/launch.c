@@ -64,6 +64,7 @@ typedef struct layout {
     const void *fn;
     bool known;        /* the driver gave the layout */
     bool said;         /* an unknown layout's launch was logged (atomic) */
+    uint64_t unloads;  /* `unloads` when it was asked: older ones are asked again */
     size_t n;
     bool *read_only;   /* per parameter: a pointer to const (Note [Access modes
                           from the signature]); in the same allocation */
@@ -74,6 +75,8 @@ typedef struct layout {
 
 static layout_t *table[TABLE_SIZE]; /* open addressing; read with acquire loads */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t unloads; /* module and library unloads so far (launch_forget_layouts) */
+static bool table_full_said;
 
 /* ---- the driver's and the runtime's answers ---------------------------------- */
 
@@ -289,22 +292,31 @@ static size_t slot_of(launch_kind_t kind, const void *fn)
     return (size_t)(h >> 40) & (TABLE_SIZE - 1);
 }
 
-/* fn's layout: from the table, or asked now and kept. NULL only when the
- * host has no memory for it. */
+void launch_forget_layouts(void) { __atomic_fetch_add(&unloads, 1, __ATOMIC_RELEASE); }
+
+/* fn's layout: from the table, or asked now and kept (in place of one
+ * asked before a module was unloaded, which is left, never freed: another
+ * thread may still read it). NULL only when the host has no memory for it. */
 static layout_t *layout_of(launch_kind_t kind, const void *fn)
 {
+    uint64_t now = __atomic_load_n(&unloads, __ATOMIC_ACQUIRE);
+    static __thread layout_t *unkept; /* the table is full: this thread's last one */
     size_t i = slot_of(kind, fn);
     for (size_t probe = 0; probe < TABLE_SIZE; probe++, i = (i + 1) & (TABLE_SIZE - 1)) {
         layout_t *l = __atomic_load_n(&table[i], __ATOMIC_ACQUIRE);
         if (l == NULL)
             break;
-        if (l->fn == fn && l->kind == kind)
+        if (l->fn == fn && l->kind == kind && l->unloads == now)
             return l;
+        if (l->fn == fn && l->kind == kind)
+            break; /* stale: asked again below, into its slot */
     }
+    if (unkept != NULL && unkept->fn == fn && unkept->kind == kind && unkept->unloads == now)
+        return unkept;
     layout_t *ask = calloc(1, sizeof *ask + MAX_PARAMS * sizeof *ask->p);
     if (ask == NULL)
         return NULL;
-    *ask = (layout_t){.kind = kind, .fn = fn};
+    *ask = (layout_t){.kind = kind, .fn = fn, .unloads = now};
     ask_layout(ask);
     size_t n = ask->n;
     layout_t *l = malloc(sizeof *l + n * sizeof *l->p + n * sizeof *l->read_only);
@@ -321,21 +333,54 @@ static layout_t *layout_of(launch_kind_t kind, const void *fn)
     i = slot_of(kind, fn);
     for (size_t probe = 0; probe < TABLE_SIZE; probe++, i = (i + 1) & (TABLE_SIZE - 1)) {
         layout_t *t = table[i];
-        if (t == NULL) {
-            __atomic_store_n(&table[i], l, __ATOMIC_RELEASE);
-            pthread_mutex_unlock(&table_lock);
-            return l;
-        }
-        if (t->fn == fn && t->kind == kind) {
+        if (t != NULL && (t->fn != fn || t->kind != kind))
+            continue;
+        if (t != NULL && t->unloads == now) { /* another thread's, of this generation */
             pthread_mutex_unlock(&table_lock);
             free(l);
             return t;
         }
+        __atomic_store_n(&table[i], l, __ATOMIC_RELEASE); /* empty, or stale */
+        pthread_mutex_unlock(&table_lock);
+        return l;
     }
+    bool say = !table_full_said;
+    table_full_said = true;
     pthread_mutex_unlock(&table_lock);
-    static __thread layout_t *unkept; /* the table is full: this thread's last one */
+    if (say)
+        base_log(BASE_LOG_WARN, "interpose: more than %d kernels launched: layouts of the others "
+                 "are asked of the driver again at each launch", TABLE_SIZE);
     free(unkept);
     return unkept = l;
+}
+
+/* ---- launch doors lms cannot see through (launch.h) ------------------------ */
+
+static bool unknown_fails(void);
+
+lms_status_t launch_unseeable(const void *fn, const char *door)
+{
+    static bool said_once[LAUNCH_DOORS]; /* per door, atomic */
+    static const char *const doors[LAUNCH_DOORS] = {"cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",
+                                                    "cuLaunchCooperativeKernelMultiDevice"};
+    (void)lms_note_launch(LMS_LAUNCH_UNKNOWN);
+    bool fail = unknown_fails();
+    char name[NAME_LEN] = "";
+    if (!ask_name("cuFuncGetName", (void *)fn, name) && !ask_name("cuKernelGetName", (void *)fn, name))
+        snprintf(name, sizeof name, "%p", fn);
+    for (int d = 0; d < LAUNCH_DOORS; d++)
+        if (strcmp(door, doors[d]) == 0 && !__atomic_exchange_n(&said_once[d], true, __ATOMIC_RELAXED))
+            base_log(BASE_LOG_WARN, "interpose: %s (kernel %s): its parameters are not in the "
+                     "call, so lms cannot see what it touches: %s", door, name,
+                     fail ? "it is not launched (LMS_UNKNOWN_LAUNCH=launch launches it with "
+                            "nothing made resident)"
+                          : "it is launched with nothing made resident (LMS_UNKNOWN_LAUNCH); lms "
+                            "memory it touches must be pinned (lms_pin)");
+    if (fail)
+        return base_fail(LMS_ERR_UNSUPPORTED, "interpose: %s of kernel %s not launched: lms cannot "
+                         "see its parameters; LMS_UNKNOWN_LAUNCH=launch launches it unseen", door,
+                         name);
+    return LMS_OK;
 }
 
 /* ---- streams (Note [Stream handles]) ----------------------------------------- */

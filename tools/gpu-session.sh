@@ -178,7 +178,8 @@ step_info() {
     [ "$DRY" = 1 ] && backend=sim
     LMS_BACKEND=$backend "$B/lms-info" --json
 }
-step_test() { ctest --test-dir "$B" -L gpu --output-on-failure --timeout "$2" -j1; }
+# (the preload probe has a step of its own: not run twice in one call)
+step_test() { ctest --test-dir "$B" -L gpu -E '^gpu\.preload_probe$' --output-on-failure --timeout "$2" -j1; }
 step_suite() { LMS_BACKEND=cuda "$B/tests/$1" --jobs 1 --verbose=1 --timeout 60; }
 step_stress() {
     LMS_BACKEND=cuda LMS_DEVICE_LIMIT=2GiB LMS_HOST_LIMIT=16GiB \

@@ -379,6 +379,43 @@ API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned 
     return launch_kernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, NULL);
 }
 
+/* The deprecated doors: parameters set before with cuParamSet* (none here) */
+API CUresult cuLaunch(CUfunction f)
+{
+    run((const fake_fn_t *)f, NULL, NULL, NULL);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuLaunchGrid(CUfunction f, int w, int h)
+{
+    (void)w, (void)h;
+    run((const fake_fn_t *)f, NULL, NULL, NULL);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuLaunchGridAsync(CUfunction f, int w, int h, CUstream stream)
+{
+    (void)w, (void)h;
+    run((const fake_fn_t *)f, stream, NULL, NULL);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *list, unsigned n,
+                                                  unsigned flags)
+{
+    (void)flags;
+    for (unsigned i = 0; i < n; i++)
+        run((const fake_fn_t *)list[i].function, list[i].hStream, list[i].kernelParams, NULL);
+    return CUDA_SUCCESS;
+}
+
+/* Unloads: the functions of a module go (the probes' live as long as the process). */
+API CUresult cuModuleUnload(CUmodule hmod)
+{
+    (void)hmod;
+    return CUDA_SUCCESS;
+}
+
 /* nvcc 13's <<<>>>: a cudaKernel_t, which is a CUkernel. */
 static cudaError_t kernel_launch(cudaKernel_t kernel, void **args, cudaStream_t stream)
 {

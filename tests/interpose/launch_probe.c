@@ -294,6 +294,47 @@ static void other_launch_paths(CUstream st)
     CHECK(fake_counts().launches == c.launches + 2 && stats().launches_unknown == t.launches_unknown,
           "...launch, as known");
 
+    /* the deprecated doors whose parameters were set before (cuParamSet*):
+     * never silent, counted unknown, failed while swapping (auto) */
+    static const fake_fn_t fg = {0, 1, {0}, {8}, "_Z4gridPf"};
+    for (int d = 0; d < 4; d++) {
+        CUDA_LAUNCH_PARAMS lp = {.function = (CUfunction)(uintptr_t)&fg, .gridDimX = 1,
+                                 .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1,
+                                 .blockDimZ = 1, .hStream = st, .kernelParams = NULL};
+        CUfunction gf = (CUfunction)(uintptr_t)&fg;
+        t = stats();
+        c = fake_counts();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        CUresult rd = d == 0   ? cuLaunch(gf)
+                      : d == 1 ? cuLaunchGrid(gf, 1, 1)
+                      : d == 2 ? cuLaunchGridAsync(gf, 1, 1, st)
+                               : cuLaunchCooperativeKernelMultiDevice(&lp, 1, 0);
+#pragma GCC diagnostic pop
+        CHECK(launches ? rd == CUDA_SUCCESS : rd == CUDA_ERROR_NOT_SUPPORTED,
+              "deprecated door %d: %d", d, (int)rd);
+        CHECK(fake_counts().launches == c.launches + launches, "deprecated door %d %s CUDA", d,
+              launches ? "reaches" : "does not reach");
+        CHECK(stats().launches_unknown == t.launches_unknown + 1, "...counted unknown");
+    }
+
+    /* a module unloaded, and a function of another at the same address with
+     * another layout: learnt anew (its old one named one read-only pointer) */
+    static fake_fn_t fm = {0, 1, {0}, {8}, "_Z3oldPKf"};
+    void *pm[] = {&buf[10], &buf[11]};
+    f = cold(10, 10);
+    c = fake_counts();
+    CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&fm, 1, 1, 1, 1, 1, 1, 0, st, pm, NULL) ==
+              CUDA_SUCCESS, "a module's function");
+    fetched_and_found(c.checked, f, 1, "a module's function");
+    CHECK(cuModuleUnload((CUmodule)(uintptr_t)0x77) == CUDA_SUCCESS, "cuModuleUnload");
+    fm = (fake_fn_t){0, 2, {0, 8}, {8, 8}, "_Z3newPfS_"};
+    f = cold(10, 11);
+    c = fake_counts();
+    CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&fm, 1, 1, 1, 1, 1, 1, 0, st, pm, NULL) ==
+              CUDA_SUCCESS, "another module's function at its address");
+    fetched_and_found(c.checked, f, 2, "another module's function at its address");
+
     /* a launch with no lms pointer among its parameters is counted as such */
     static const fake_fn_t fi = {0, 1, {0}, {4}, "_Z4noneiv"};
     t = stats();
@@ -476,6 +517,9 @@ int main(void)
     CHECK(dlsym(fake, "cuLaunchKernel") == dlsym(self, "cuLaunchKernel") &&
               dlsym(fake, "cuGetProcAddress_v2") == dlsym(self, "cuGetProcAddress_v2"),
           "dlsym on the stand-in's handle gives lms's cuLaunchKernel and cuGetProcAddress_v2");
+    CHECK(dlsym(fake, "__cudaLaunchKernel") == dlsym(self, "__cudaLaunchKernel") &&
+              same_object(dlsym(self, "__cudaLaunchKernel"), (void *)lms_stats),
+          "...and lms's __cudaLaunchKernel (<<<>>>)");
     fn = dlsym(fake, "cuFuncGetParamInfo");
     CHECK(fn != NULL && same_object(fn, (void *)fake_counts), "dlsym of what lms does not hook");
     CHECK(dlsym(fake, "cuNothing") == NULL, "dlsym of what the library does not have");
