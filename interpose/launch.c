@@ -14,12 +14,16 @@
  * cuFuncGetParamInfo answers for a CUkernel, and "no parameters"
  * (CUDA_ERROR_INVALID_VALUE at index 0) would make nothing resident: so a
  * handle is asked as what it most likely is, and, if that failed or said
- * "none", as the other; the first answer with parameters wins. Layouts are
- * asked once per function and kept in a table that launches read without
- * a lock (entries are written once, under `table_lock`, and published with
- * a release store); nothing is ever removed, since a function lives as long
- * as its module, and a module unloaded and another loaded at the same
- * address has a new layout only if the table is not full.
+ * "none", as the other; the first answer with parameters wins, and "none"
+ * is believed only of a handle whose type is certain (ask_layout). Layouts
+ * are asked once per function and kept in a table that launches read
+ * without a lock (entries are written under `table_lock` and published with
+ * a release store). A function lives as long as its module; after any
+ * module or library is unloaded (launch_forget_layouts), another function
+ * may come at a gone one's address, so every layout is asked again at its
+ * next launch and takes its old one's slot. Nothing is freed: another
+ * thread may still be reading the old one (a leak of one layout per kernel
+ * per unload).
  * A function whose layout the driver does not give (a driver older than
  * 12.4, or a handle it does not know) keeps its name and the calls that
  * failed for the log; what its launches do is LMS_UNKNOWN_LAUNCH's
