@@ -500,9 +500,10 @@ static CUresult hook_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, u
 /* The deprecated doors whose parameters lms cannot see (launch_unseeable). */
 #define UNSEEABLE(fn, door, real_call)                                                       \
     do {                                                                                     \
+        static bool said_;                                                                   \
         if (inside)                                                                          \
             return real_call;                                                                \
-        lms_status_t st_ = said(launch_unseeable(fn, door));                                 \
+        lms_status_t st_ = said(launch_unseeable(fn, door, &said_));                         \
         if (st_ != LMS_OK)                                                                   \
             return drv_error(st_);                                                           \
         inside++;                                                                            \

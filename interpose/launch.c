@@ -362,24 +362,22 @@ static layout_t *layout_of(launch_kind_t kind, const void *fn)
 
 static bool unknown_fails(void);
 
-lms_status_t launch_unseeable(const void *fn, const char *door)
+lms_status_t launch_unseeable(const void *fn, const char *door, bool *said)
 {
-    static bool said_once[LAUNCH_DOORS]; /* per door, atomic */
-    static const char *const doors[LAUNCH_DOORS] = {"cuLaunch", "cuLaunchGrid", "cuLaunchGridAsync",
-                                                    "cuLaunchCooperativeKernelMultiDevice"};
     (void)lms_note_launch(LMS_LAUNCH_UNKNOWN);
-    bool fail = unknown_fails();
+    bool fail = unknown_fails(), say = !__atomic_exchange_n(said, true, __ATOMIC_RELAXED);
+    if (!fail && !say)
+        return LMS_OK;
     char name[NAME_LEN] = "";
     if (!ask_name("cuFuncGetName", (void *)fn, name) && !ask_name("cuKernelGetName", (void *)fn, name))
         snprintf(name, sizeof name, "%p", fn);
-    for (int d = 0; d < LAUNCH_DOORS; d++)
-        if (strcmp(door, doors[d]) == 0 && !__atomic_exchange_n(&said_once[d], true, __ATOMIC_RELAXED))
-            base_log(BASE_LOG_WARN, "interpose: %s (kernel %s): its parameters are not in the "
-                     "call, so lms cannot see what it touches: %s", door, name,
-                     fail ? "it is not launched (LMS_UNKNOWN_LAUNCH=launch launches it with "
-                            "nothing made resident)"
-                          : "it is launched with nothing made resident (LMS_UNKNOWN_LAUNCH); lms "
-                            "memory it touches must be pinned (lms_pin)");
+    if (say)
+        base_log(BASE_LOG_WARN, "interpose: %s (kernel %s): its parameters are not in the call, so "
+                 "lms cannot see what it touches: %s", door, name,
+                 fail ? "it is not launched (LMS_UNKNOWN_LAUNCH=launch launches it with nothing "
+                        "made resident)"
+                      : "it is launched with nothing made resident (LMS_UNKNOWN_LAUNCH); lms "
+                        "memory it touches must be pinned (lms_pin)");
     if (fail)
         return base_fail(LMS_ERR_UNSUPPORTED, "interpose: %s of kernel %s not launched: lms cannot "
                          "see its parameters; LMS_UNKNOWN_LAUNCH=launch launches it unseen", door,

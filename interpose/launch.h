@@ -55,14 +55,13 @@ void launch_done(bool launched);
  * runtime one shows that the runtime reaches lms's driver hooks. */
 void launch_nested(launch_kind_t kind);
 
-/* A launch through a door whose parameters lms cannot see (`door`: one of
- * the LAUNCH_DOORS deprecated driver calls, cuLaunch, cuLaunchGrid,
- * cuLaunchGridAsync, whose parameters cuParamSet* gave before, and
- * cuLaunchCooperativeKernelMultiDevice) of fn: counted as unknown, said once
- * per door with the kernel's name, and failed (LMS_ERR_UNSUPPORTED) or let
- * through as LMS_UNKNOWN_LAUNCH says. */
-#define LAUNCH_DOORS 4
-lms_status_t launch_unseeable(const void *fn, const char *door);
+/* A launch of fn through `door`, a deprecated driver call whose parameters
+ * are not in it (cuLaunch, cuLaunchGrid, cuLaunchGridAsync: cuParamSet*
+ * gave them before; cuLaunchCooperativeKernelMultiDevice): counted as
+ * unknown, said once per door (*said, the door's own flag) with the
+ * kernel's name, and failed (LMS_ERR_UNSUPPORTED) or let through as
+ * LMS_UNKNOWN_LAUNCH says. */
+lms_status_t launch_unseeable(const void *fn, const char *door, bool *said);
 
 /* A module or library was unloaded: the functions whose layouts were
  * learnt may be gone, and new ones may come at their addresses, so every
