@@ -96,6 +96,8 @@ test-tsan: jemalloc
 		$(TSAN)/tests/stress --ops $(TSAN_STRESS_OPS)
 	LMS_BACKEND=sim TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 		$(TSAN)/tests/stress --ops $(TSAN_STRESS_OPS) --threads 2 --loop 97
+	LMS_BACKEND=sim TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+		$(TSAN)/tests/stress --ops $(TSAN_STRESS_OPS) --default-stream 1
 
 clean:
 	rm -rf $(BUILD)

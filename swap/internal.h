@@ -176,7 +176,6 @@ typedef struct state {
     size_t nretired, capretired;
     uint64_t released_at_once; /* frees released at once (one-stream rule), ever */
     uint64_t released_synced;  /* of those, how many the default stream has finished */
-    dev_event_t *sync_event;   /* recorded on the default stream for that; never pooled */
     size_t flush_bytes;   /* unfenced bytes of a stream that trigger a fence */
     bool warned_bad_free;
 } state_t;

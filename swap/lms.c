@@ -242,18 +242,28 @@ void swap_wait_unlocked(dev_event_t *e)
 /* Waits until the default stream has finished what was queued when the
  * frees released at once so far were made: until then a block of memory
  * freed that way must not be taken for another chunk (take_block unmaps, and
- * unmap does not wait for queued work). */
+ * unmap does not wait for queued work). Each wait records an event of its
+ * own: threads share the default stream, and one shared event, re-recorded
+ * by another thread while this one waited unlocked, read "not ready" after
+ * the wait (issue 24). */
 lms_status_t swap_sync_released(void)
 {
     uint64_t upto = S->released_at_once;
-    lms_status_t st = dev_event_record(S->dev, S->sync_event, S->streams[0]->dev);
+    dev_event_t *e;
+    lms_status_t st = swap_event(&e);
     if (st != LMS_OK)
         return st;
-    swap_wait_unlocked(S->sync_event);
-    if ((st = dev_event_query(S->dev, S->sync_event)) != LMS_OK) /* the wait failed */
-        return st == LMS_NOT_READY ? base_fail(LMS_ERR_DEVICE, "lms: the default stream could "
-                                               "not be waited for: %s", lms_last_error())
-                                   : st;
+    if ((st = dev_event_record(S->dev, e, S->streams[0]->dev)) == LMS_OK) {
+        swap_wait_unlocked(e);
+        /* the wait's own error shows again here; "not ready" after a wait
+         * on an event nobody else records is the device's failure */
+        if ((st = dev_event_query(S->dev, e)) == LMS_NOT_READY)
+            st = base_fail(LMS_ERR_DEVICE, "lms: the default stream's work was waited for "
+                                           "and is still not done");
+    }
+    swap_recycle_event(e);
+    if (st != LMS_OK)
+        return st;
     if (S->released_synced < upto)
         S->released_synced = upto;
     return LMS_OK;
@@ -630,8 +640,6 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     if ((st = new_stream(0, &S->streams[0])) != LMS_OK)
         goto fail;
     S->nstreams = S->live_streams = 1;
-    if ((st = dev_event_create(S->dev, &S->sync_event)) != LMS_OK)
-        goto fail;
     for (; cfg->preallocate && S->created < S->budget; S->created++)
         if ((st = dev_block_create(S->dev, &S->pool[S->npool++])) != LMS_OK) {
             S->npool--;

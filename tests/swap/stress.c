@@ -10,13 +10,16 @@
  * ThreadSanitizer (`make test-tsan`).
  *
  *   stress [--ops N] [--threads T] [--ratios 2,4,8] [--seed S] [--limit-mib M]
- *          [--loop PERCENT] [--marks 0|1]
+ *          [--loop PERCENT] [--marks 0|1] [--default-stream 0|1]
  *
  * Once allocations reach the ratio, --loop percent of the operations (10 by
  * default) read a thread's allocations whole, in turn: a loop, which repeats while the thread's allocations stay
  * the same, so that policy/ finds a schedule to follow and to lose again
  * (the stress runs under LMS_POLICY=schedule, the default, and lru). With
  * --marks 1 thread 0 also calls lms_mark_iteration every 256 operations.
+ * With --default-stream 1 every thread works on the default stream (NULL),
+ * as a framework's threads do (PyTorch's autograd threads share it): waits
+ * on it cross threads (issue 24: a shared sync event made them fail).
  *
  * --ops is the total over all threads and ratios. The seed comes from --seed,
  * else $LMS_STRESS_SEED, else the clock, and is printed first: each thread's
@@ -67,6 +70,7 @@ static struct {
     long ops;
     int threads;
     int marks, loop;
+    int default_stream; /* every thread on the default stream */
     int ratios[8];
     int nratios;
     size_t limit;      /* the device limit */
@@ -594,9 +598,9 @@ static void *work(void *arg)
     worker_t *w = arg;
     w->pinned = -1;
     for (int s = 0; s < STREAMS; s++) {
-        if (!ok(w, lms_stream_create(&w->s[s]), "lms_stream_create"))
+        if (!run.default_stream && !ok(w, lms_stream_create(&w->s[s]), "lms_stream_create"))
             return NULL;
-        w->ds[s] = swap_stream(w->s[s]);
+        w->ds[s] = swap_stream(w->s[s]); /* NULL's is the default stream's */
     }
     for (w->op = 0; w->op < w->ops && !atomic_load(&run.stop); w->op++) {
         uint64_t r = below(&w->rng, 100);
@@ -650,7 +654,7 @@ static void *work(void *arg)
         lms_free(a->p, w->s[a->stream]);
         free(a->reg);
     }
-    for (int s = 0; s < STREAMS; s++)
+    for (int s = 0; s < STREAMS && !run.default_stream; s++)
         ok(w, lms_stream_destroy(w->s[s]), "lms_stream_destroy");
     return NULL;
 }
@@ -754,7 +758,8 @@ static bool phase(int ratio, long ops)
 static void usage(void)
 {
     fprintf(stderr, "usage: stress [--ops N] [--threads T] [--ratios 2,4,8] [--seed S] "
-                    "[--limit-mib M] [--loop PERCENT] [--marks 0|1]\n");
+                    "[--limit-mib M] [--loop PERCENT] [--marks 0|1] "
+                    "[--default-stream 0|1]\n");
     exit(2);
 }
 
@@ -776,6 +781,8 @@ int main(int argc, char **argv)
             run.loop = atoi(v);
         else if (strcmp(a, "--marks") == 0)
             run.marks = atoi(v);
+        else if (strcmp(a, "--default-stream") == 0)
+            run.default_stream = atoi(v);
         else if (strcmp(a, "--limit-mib") == 0)
             run.limit = (size_t)atol(v) * BASE_MiB;
         else if (strcmp(a, "--ratios") == 0) {
