@@ -7,7 +7,8 @@
  *                    and a page between registrations, mapped PROT_NONE and
  *                    MAP_NORESERVE at create.
  *   registrations    regs[], in address order from base, each followed by a
- *                    hole of one page: runs of whole pieces, each committed
+ *                    hole of one page: runs of whole pieces (the last may be
+ *                    what is left of the limit: Note [The whole limit]), each committed
  *                    (PROT_READ|WRITE), bound to the NUMA node, faulted in
  *                    and registered with the device by one dev_host_register
  *                    call. One piece when hostpool_alloc grows, as many as
@@ -73,6 +74,15 @@
  *     chunks with adjacent host copies as one) stays inside one.
  * The cost: the unused tail of a registration serves only requests that fit
  * in it (the hook keeps it for them; it is never lost).
+ *
+ * Note [The whole limit]
+ * The pool holds the limit rounded down to a page, not to whole pieces: the
+ * registration that reaches the limit is what is left of it, shorter than a
+ * piece. swap/ admits allocations for the whole host limit (lms.h: what is
+ * allocated always has somewhere to be), so a pool that stopped at the last
+ * whole piece failed an access with "no pinned host memory left" on memory
+ * lms_malloc had accepted, whenever LMS_HOST_LIMIT was not a multiple of
+ * 256 MiB: the default, half the NUMA node, included (issue 24).
  *
  * Note [Decay]
  * dirty_decay_ms and muzzy_decay_ms are -1 for this arena: jemalloc never
@@ -149,7 +159,7 @@ const char *lms_je_malloc_conf = "retain:false";
 
 typedef struct registration {
     char *base;
-    size_t size; /* a multiple of the piece */
+    size_t size; /* a multiple of the piece, or the limit's remainder */
     size_t used; /* bytes from base handed to jemalloc (Note [Extent hooks]) */
 } registration_t;
 
@@ -165,7 +175,7 @@ struct hostpool {
     dev_device_t *dev;
     char *base;           /* the reservation */
     size_t span;          /* its size: reserved, and a page for each registration */
-    size_t reserved;      /* the limit rounded down to whole pieces */
+    size_t reserved;      /* the limit rounded down to a page (Note [The whole limit]) */
     size_t piece;
     size_t page;          /* the larger of the OS's and jemalloc's page */
     size_t os_page;       /* extents are multiples of it */
@@ -367,10 +377,10 @@ static void uncommit(char *p, size_t size)
                  strerror(errno));
 }
 
-/* Commits, binds, faults in and registers `size` bytes (whole pieces) at the
- * next free place of the reservation, as one registration followed by a
- * hole. On failure nothing of them stays committed, and the pool is as it
- * was. */
+/* Commits, binds, faults in and registers `size` bytes (whole pieces, or the
+ * rest of the limit) at the next free place of the reservation, as one
+ * registration followed by a hole. On failure nothing of them stays
+ * committed, and the pool is as it was. */
 static lms_status_t grow(hostpool_t *hp, size_t size)
 {
     if (hp->nregs == hp->capregs) {
@@ -437,17 +447,17 @@ lms_status_t hostpool_create(const hostpool_config_t *cfg, hostpool_t **out)
     size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
     size_t page = je_page > os_page ? je_page : os_page;
 
+    size_t reserved = cfg->limit / page * page;
+    if (reserved == 0)
+        return base_fail(LMS_ERR_INVALID, "LMS_HOST_LIMIT=%zu is less than a page (%zu bytes): "
+                         "swapping needs host memory", cfg->limit, page);
     size_t piece = cfg->piece;
     if (piece == 0)
-        piece = cfg->limit / page * page < DEFAULT_PIECE ? cfg->limit / page * page : DEFAULT_PIECE;
-    if (piece == 0 || piece % page != 0)
+        piece = reserved < DEFAULT_PIECE ? reserved : DEFAULT_PIECE;
+    if (piece % page != 0)
         return base_fail(LMS_ERR_INVALID,
                          "hostpool_create: piece %zu is not a positive multiple of the page (%zu)",
                          piece, page);
-    size_t reserved = cfg->limit / piece * piece;
-    if (reserved == 0)
-        return base_fail(LMS_ERR_INVALID, "hostpool_create: LMS_HOST_LIMIT=%zu is less than a piece (%zu)",
-                         cfg->limit, piece);
 
     int node = cfg->numa_node;
     if (node >= 0 && numa_available() < 0) {
@@ -470,7 +480,8 @@ lms_status_t hostpool_create(const hostpool_config_t *cfg, hostpool_t **out)
     hp->os_page = os_page;
     hp->numa_node = node;
     hp->want = SIZE_MAX;
-    hp->span = reserved + reserved / piece * page; /* a registration holds a piece at least */
+    /* a registration holds a piece at least, but the last */
+    hp->span = reserved + (reserved / piece + 1) * page;
     void *base = mmap(NULL, hp->span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
         lms_status_t st = base_fail(LMS_ERR_OUT_OF_MEMORY, "hostpool_create: cannot reserve %zu bytes: %s",
@@ -546,8 +557,10 @@ lms_status_t hostpool_alloc(hostpool_t *hp, size_t bytes, bool may_grow, void **
             return base_fail(LMS_ERR_OUT_OF_MEMORY,
                              "hostpool_alloc: jemalloc cannot allocate %zu bytes (no memory for its metadata)",
                              bytes);
-        size_t size = round_up(hp->want, hp->piece);
-        if (size > hp->reserved - hp->registered)
+        size_t size = round_up(hp->want, hp->piece), left = hp->reserved - hp->registered;
+        if (size > left && hp->want <= left)
+            size = left; /* Note [The whole limit] */
+        if (size > left)
             return out_of_limit(hp, "hostpool_alloc", bytes);
         lms_status_t st = grow(hp, size);
         if (st != LMS_OK)
@@ -602,6 +615,7 @@ lms_status_t hostpool_reserve(hostpool_t *hp, size_t bytes)
             most = hp->piece;
         most = most < left ? most : left;
         size_t size = bytes - free >= most ? most : round_up(bytes - free, hp->piece);
+        size = size < left ? size : left; /* Note [The whole limit] */
         lms_status_t st = grow(hp, size);
         if (st != LMS_OK)
             return st;

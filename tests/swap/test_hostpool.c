@@ -446,14 +446,45 @@ Test(hostpool, the_limit_is_respected_exactly)
 
 Test(hostpool, requests_beyond_the_limit_fail_and_reserve_keeps_its_growth)
 {
-    open_pool(30 * MiB, 8 * MiB); /* rounded down to whole pieces */
-    cr_assert_eq(usage().limit, 24 * MiB);
+    open_pool(30 * MiB + page / 2, 8 * MiB); /* rounded down to a page */
+    cr_assert_eq(usage().limit, 30 * MiB);
     void *p = NULL;
     assert_out_of_limit(hostpool_alloc(pool, 32 * MiB, true, &p));
     cr_assert_eq(usage().registered, 0, "a request that cannot fit must not grow the pool");
     assert_out_of_limit(hostpool_reserve(pool, 40 * MiB));
-    cr_assert_eq(usage().registered, 24 * MiB, "reserve keeps what it could grow");
+    cr_assert_eq(usage().registered, 30 * MiB, "reserve keeps what it could grow");
     alloc_ok(16 * MiB, false);
+}
+
+/* Issue 24: a limit that is not a multiple of the piece is there to its
+ * last page (Note [The whole limit]): swap/ admits allocations for all of
+ * it. The last registration is the remainder, 6 MiB here. */
+Test(hostpool, a_limit_not_a_multiple_of_the_piece_is_usable_whole)
+{
+    open_pool(30 * MiB, 8 * MiB);
+    size_t per_piece = 8 * MiB / occupies(2 * MiB), in_rest = 6 * MiB / occupies(2 * MiB);
+    size_t n = 3 * per_piece + in_rest;
+    void *ext[16];
+    for (size_t i = 0; i < n; i++) {
+        ext[i] = alloc_ok(2 * MiB, true);
+        fill(ext[i], 2 * MiB, 40 + (uint64_t)i);
+    }
+    cr_assert_eq(usage().registered, 30 * MiB);
+    cr_assert_eq(nranges, 4);
+    assert_registrations_apart();
+    void *p = NULL;
+    assert_out_of_limit(hostpool_alloc(pool, 2 * MiB, true, &p));
+    cr_assert_null(p);
+    for (size_t i = 0; i < n; i++)
+        check_filled(ext[i], 2 * MiB, 40 + (uint64_t)i);
+
+    /* the same through reserve: one call grows to the limit, remainder included */
+    close_all();
+    open_pool(30 * MiB, 8 * MiB);
+    TEST_OK(hostpool_reserve(pool, 30 * MiB));
+    cr_assert_eq(usage().registered, 30 * MiB);
+    for (size_t i = 0; i < n; i++)
+        alloc_ok(2 * MiB, false);
 }
 
 /* ---- failures and teardown -------------------------------------------------------------- */
@@ -527,8 +558,9 @@ Test(hostpool, bad_arguments_are_refused)
     hostpool_t *other = NULL;
     hostpool_config_t hc = pool_config(32 * MiB, page + 512, -1);
     TEST_FAILS(LMS_ERR_INVALID, hostpool_create(&hc, &other));
-    hc = pool_config(4 * MiB, 8 * MiB, -1);
+    hc = pool_config(page - 1, 0, -1); /* less than a page: the message names the setting */
     TEST_FAILS(LMS_ERR_INVALID, hostpool_create(&hc, &other));
+    cr_assert(strstr(lms_last_error(), "LMS_HOST_LIMIT") != NULL, "%s", lms_last_error());
     hc = pool_config(32 * MiB, 0, -1);
     hc.dev = NULL;
     TEST_FAILS(LMS_ERR_INVALID, hostpool_create(&hc, &other));

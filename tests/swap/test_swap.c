@@ -663,6 +663,28 @@ Test(swap, malloc_beyond_the_device_and_host_limits_fails_with_a_message_and_los
     check_invariants(&st);
 }
 
+/* Issue 24: the host pool registers pinned memory in pieces of 256 MiB; with
+ * a host limit that is not a multiple of one (300 MiB here; the default,
+ * half the NUMA node, is almost never one), it stopped at the last whole
+ * piece, and an access to memory lms_malloc had admitted failed with "no
+ * pinned host memory left". Every chunk of the room is written and read back. */
+Test(swap, the_whole_host_limit_holds_data_when_it_is_not_a_multiple_of_the_pool_piece)
+{
+    size_t host = 300 * BASE_MiB / chunk;
+    restart(host, false);
+    size_t n = room_chunks();
+    cr_assert_eq(n, LIMIT_CHUNKS + host - HIGH_CHUNKS);
+    void **p = chunks_filled(n, 500);
+    void *q = (void *)1;
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, 1, NULL)); /* admission is exact */
+    for (size_t i = 0; i < n; i++)
+        EXPECT_FILLED(p[i], chunk, 500 + i);
+    lms_stats_t st = test_settled_stats();
+    cr_assert_eq(st.ooms, 1, "only the malloc beyond the room failed");
+    check_invariants(&st);
+    free_all(p, n);
+}
+
 /* Room full (device and host pool): a 4-chunk allocation on the host, all
  * else dirty. Free blocks plus free host slots are always 2 then (with H
  * chunks on the host: H - 6 blocks and 8 - H slots), so the access must
