@@ -21,6 +21,12 @@
 
 /* ---- streams and stream-ordered frees (lms.c) ---------------------------- */
 
+/* A range lms_pin pinned, count times so far (Note [Pin records] in lms.c). */
+typedef struct pin_record {
+    size_t offset, bytes;
+    uint32_t count;
+} pin_record_t;
+
 typedef struct pending {
     size_t offset; /* of the freed allocation */
     size_t size;   /* its usable size */
@@ -178,6 +184,8 @@ typedef struct state {
     uint64_t released_synced;  /* of those, how many the default stream has finished */
     size_t flush_bytes;   /* unfenced bytes of a stream that trigger a fence */
     bool warned_bad_free;
+    pin_record_t *pinrecs; /* lms_pin's ranges, sorted (Note [Pin records] in lms.c) */
+    size_t npinrecs, cappinrecs;
 } state_t;
 
 HIDDEN extern state_t *S;
@@ -220,7 +228,7 @@ HIDDEN lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n,
 /* resid_access without the checks: ranges of whole chunks of allocated memory */
 HIDDEN lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t *s,
                                int slot, int pin);
-HIDDEN lms_status_t resid_unpin(const lms_range_t *r);
+HIDDEN void resid_unpin(size_t offset, size_t bytes, uint32_t times);
 HIDDEN void resid_stats(lms_stats_t *out);
 HIDDEN lms_status_t resid_empty_cache(void); /* lms_empty_cache; lock held */
 HIDDEN bool resid_window_open(void);

@@ -269,8 +269,52 @@ lms_status_t swap_sync_released(void)
     return LMS_OK;
 }
 
+/*
+ * Note [Pin records]
+ * An unpin must match a pin, as a free matches an allocation: lms.h says a
+ * range stays pinned "until as many lms_unpin calls of the same range". The
+ * chunks count pins, but a chunk cannot tell which range pinned it: checking
+ * only that every chunk of an unpin's range was pinned let lms_unpin(p + 2
+ * MiB, 16) release half of lms_pin(p, 4 MiB), after which the matching
+ * unpin failed and the other half stayed pinned forever (issue 24). So each
+ * pinned range is recorded, (offset, bytes) with a count, in S->pinrecs,
+ * sorted; lms_unpin needs a record of exactly its range. An allocation
+ * whose memory is released (or taken again by its stream) while pinned
+ * loses its records and their chunk pins then: the free of pinned memory
+ * unpins it, once the work queued before the free is done.
+ */
+
+/* The index of the first record at or after (offset, bytes). */
+static size_t pin_index(size_t offset, size_t bytes)
+{
+    size_t lo = 0, hi = S->npinrecs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const pin_record_t *r = &S->pinrecs[mid];
+        if (r->offset < offset || (r->offset == offset && r->bytes < bytes))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The allocation at [offset, offset + size) is released or reused: its
+ * pins go (Note [Pin records]). */
+static void unpin_released(size_t offset, size_t size)
+{
+    if (S->npinrecs == 0)
+        return;
+    size_t i = pin_index(offset, 0), j = i;
+    for (; j < S->npinrecs && S->pinrecs[j].offset < offset + size; j++)
+        resid_unpin(S->pinrecs[j].offset, S->pinrecs[j].bytes, S->pinrecs[j].count);
+    memmove(&S->pinrecs[i], &S->pinrecs[j], (S->npinrecs - j) * sizeof *S->pinrecs);
+    S->npinrecs -= j - i;
+}
+
 static void release_entry(pending_t *p)
 {
+    unpin_released(p->offset, p->size);
     alloc_chunks_t freed;
     alloc_release(S->alloc, p->offset, &freed);
     resid_freed(freed);
@@ -442,6 +486,7 @@ static void destroy_state(void)
         free_stream(S->streams[i]);
     base_meta_free(S->events);
     base_meta_free(S->retired);
+    base_meta_free(S->pinrecs);
     alloc_destroy(S->alloc);
     base_meta_free(S);
     S = NULL;
@@ -846,6 +891,7 @@ static lms_status_t malloc_locked(void **ptr, size_t size, lms_stream_t stream)
     deque_t *d = reusable(s, size, &index);
     if (d != NULL) { /* the fast path: this stream's own freed space */
         offset = dq_at(d, index)->offset;
+        unpin_released(offset, dq_at(d, index)->size);
         dq_remove(d, index);
         alloc_revive(S->alloc, offset, size);
         *ptr = (void *)(uintptr_t)(S->base + offset);
@@ -900,6 +946,7 @@ static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size)
     if (cls < 0) /* policy/ learns when whole chunks die (in program order) */
         resid_free_event((alloc_chunks_t){offset / S->chunk, (size + S->chunk - 1) / S->chunk});
     if (s == NULL || S->live_streams == 1) {
+        unpin_released(offset, size);
         alloc_chunks_t freed;
         alloc_release(S->alloc, offset, &freed);
         resid_freed(freed);
@@ -1329,8 +1376,23 @@ lms_status_t lms_pin(const void *ptr, size_t bytes)
     enter();
     lms_status_t st = ensure();
     lms_range_t r = {ptr, bytes, LMS_WRITE};
+    size_t offset = 0;
+    bool record = st == LMS_OK && bytes > 0 && offset_of(ptr, &offset);
+    if (record && !swap_grow((void **)&S->pinrecs, &S->cappinrecs, S->npinrecs + 1,
+                             sizeof *S->pinrecs))
+        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_pin: no host memory to record the pin");
     if (st == LMS_OK)
         st = resid_access("lms_pin", &r, 1, NULL, 0, 1);
+    if (st == LMS_OK && record) { /* Note [Pin records] */
+        size_t i = pin_index(offset, bytes);
+        if (i < S->npinrecs && S->pinrecs[i].offset == offset && S->pinrecs[i].bytes == bytes) {
+            S->pinrecs[i].count++;
+        } else {
+            memmove(&S->pinrecs[i + 1], &S->pinrecs[i], (S->npinrecs - i) * sizeof *S->pinrecs);
+            S->pinrecs[i] = (pin_record_t){offset, bytes, 1};
+            S->npinrecs++;
+        }
+    }
     leave();
     return st;
 }
@@ -1339,9 +1401,24 @@ lms_status_t lms_unpin(const void *ptr, size_t bytes)
 {
     enter();
     lms_status_t st = ensure();
-    lms_range_t r = {ptr, bytes, LMS_WRITE};
-    if (st == LMS_OK)
-        st = resid_unpin(&r);
+    size_t offset = 0, base, size, i = 0;
+    bool live = st == LMS_OK && bytes > 0 && offset_of(ptr, &offset) &&
+                alloc_find(S->alloc, offset, &base, &size) == LMS_OK && offset - base <= size &&
+                bytes <= size - (offset - base);
+    if (st == LMS_OK && !live)
+        st = base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not a range of a live allocation",
+                       ptr, bytes);
+    else if (st == LMS_OK && ((i = pin_index(offset, bytes)) == S->npinrecs ||
+                              S->pinrecs[i].offset != offset || S->pinrecs[i].bytes != bytes))
+        st = base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not pinned: an unpin names a range "
+                       "lms_pin pinned, as a free names an allocation", ptr, bytes);
+    if (st == LMS_OK) {
+        resid_unpin(offset, bytes, 1);
+        if (--S->pinrecs[i].count == 0) {
+            memmove(&S->pinrecs[i], &S->pinrecs[i + 1], (S->npinrecs - i - 1) * sizeof *S->pinrecs);
+            S->npinrecs--;
+        }
+    }
     leave();
     return st;
 }

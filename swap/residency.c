@@ -1886,27 +1886,22 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     return st;
 }
 
-lms_status_t resid_unpin(const lms_range_t *r)
+/* Takes `times` pins off the chunks of [offset, offset + bytes): lms.c's pin
+ * records say that lms_pin put them there. */
+void resid_unpin(size_t offset, size_t bytes, uint32_t times)
 {
-    size_t base, size, off = (size_t)((dev_addr_t)(uintptr_t)r->ptr - S->base);
-    dev_addr_t a = (dev_addr_t)(uintptr_t)r->ptr;
-    if (r->bytes == 0 || a < S->base || a - S->base >= S->va_size ||
-        alloc_find(S->alloc, off, &base, &size) != LMS_OK || off - base > size ||
-        r->bytes > size - (off - base))
-        return base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not a range of a live allocation",
-                         r->ptr, r->bytes);
-    size_t first = off / S->chunk, last = (off + r->bytes - 1) / S->chunk;
-    for (size_t c = first; c <= last; c++)
-        if (S->ch[c].pins == 0)
-            return base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not pinned", r->ptr, r->bytes);
+    size_t first = offset / S->chunk, last = (offset + bytes - 1) / S->chunk;
     for (size_t c = first; c <= last; c++) {
+        chunk_t *k = &S->ch[c];
         /* work on any stream may have used it meanwhile */
-        S->ch[c].streams = ALL_STREAMS;
-        S->ch[c].last_window = 0;
-        if (--S->ch[c].pins == 0)
+        k->streams = ALL_STREAMS;
+        k->last_window = 0;
+        if (k->pins == 0)
+            continue; /* resid_freed dropped them (defensive: records go first) */
+        k->pins = k->pins > times ? k->pins - times : 0;
+        if (k->pins == 0)
             S->pinned--;
     }
-    return LMS_OK;
 }
 
 void resid_stats(lms_stats_t *out)

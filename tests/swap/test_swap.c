@@ -892,6 +892,49 @@ Test(swap, bad_input_to_access_pin_and_unpin_is_rejected_and_changes_nothing)
     EXPECT_FILLED(p, 3 * chunk + 100, 1);
 }
 
+/* Issue 24: pins were counted per chunk only, so an unpin of any range over
+ * pinned chunks succeeded: lms_unpin(p + chunk, 16) released half of
+ * lms_pin(p, 2 chunks), the matching unpin then failed, and the other half
+ * stayed pinned for good. An unpin must name a pinned range (Note [Pin
+ * records]); a free releases what is still pinned. */
+Test(swap, an_unpin_must_name_a_range_that_was_pinned)
+{
+    char *p = must_malloc(2 * chunk);
+    fill(p, 2 * chunk, 5);
+    TEST_OK(lms_pin(p, 2 * chunk));
+    lms_stats_t s0 = test_settled_stats();
+    cr_assert_eq(s0.pinned_bytes, 2 * chunk);
+    const struct { size_t off, bytes; } wrong[] = {
+        {chunk, 16}, {0, chunk}, {0, 2 * chunk - 1}, {1, 2 * chunk - 1}, {chunk, chunk}};
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+        lms_status_t st = lms_unpin(p + wrong[i].off, wrong[i].bytes);
+        cr_assert_eq(st, LMS_ERR_INVALID, "lms_unpin(p + %zu, %zu) -> %s", wrong[i].off,
+                     wrong[i].bytes, lms_status_str(st));
+        cr_assert(strstr(lms_last_error(), "not pinned") != NULL, "%s", lms_last_error());
+    }
+    cr_assert_eq(test_stats().pinned_bytes, 2 * chunk, "a wrong unpin changed nothing");
+    /* ranges nest and overlap by count, each unpinned by its own range */
+    TEST_OK(lms_pin(p + chunk, 16));
+    TEST_OK(lms_pin(p + chunk, 16));
+    TEST_OK(lms_unpin(p, 2 * chunk));
+    cr_assert_eq(test_stats().pinned_bytes, chunk, "the second chunk is still pinned twice");
+    TEST_FAILS(LMS_ERR_INVALID, lms_unpin(p, 2 * chunk));
+    TEST_OK(lms_unpin(p + chunk, 16));
+    TEST_OK(lms_unpin(p + chunk, 16));
+    cr_assert_eq(test_stats().pinned_bytes, 0);
+    TEST_FAILS(LMS_ERR_INVALID, lms_unpin(p + chunk, 16));
+    /* freed while pinned: the pins go with its memory, and a new allocation
+     * there has none to unpin */
+    TEST_OK(lms_pin(p, chunk));
+    TEST_OK(lms_pin(p, chunk));
+    TEST_OK(lms_free(p, NULL));
+    TEST_OK(lms_stream_synchronize(NULL));
+    cr_assert_eq(test_stats().pinned_bytes, 0);
+    char *q = must_malloc(2 * chunk);
+    TEST_FAILS(LMS_ERR_INVALID, lms_unpin(q, chunk));
+    TEST_OK(lms_free(q, NULL));
+}
+
 /* ---- frees ------------------------------------------------------------------ */
 
 Test(swap, an_allocation_is_freed_in_any_state_and_its_memory_reused)
