@@ -4,7 +4,7 @@
  * side by side in one run (issue 4). Prints JSON lines on stdout, each with
  * "bench":"swap", the link settings and the machine they ran on:
  *
- *   build/bench/swap [--quick] [--link-bound] [--run=SIZE]
+ *   build/bench/swap [--quick] [--reps=N] [--link-bound] [--run=SIZE]
  *
  *   {"bench":"swap","direction":"d2h|h2d|both","run_bytes":N,"gbps":X,
  *    "raw_gbps":Y,"fraction_of_raw":X/Y,...}
@@ -14,8 +14,10 @@
  * LMS_SIM_*_GBPS). gbps, raw_gbps and every *_ms are medians over the reps
  * (7 up to 16 MiB, 4 up to 64 MiB, then 3; an untimed warm-up rep first, in
  * which the host pool grows); fraction_of_raw is the ratio of the medians;
- * the _min and _max fields are over the reps. --quick: 3 reps; --run=64MiB:
- * that size only.
+ * the _min and _max fields are over the reps. --quick: 3 reps; --reps=N: N
+ * (1..32) at every size; --run=64MiB: that size only. Every line also says
+ * the policy in effect ("policy": LMS_POLICY, schedule by default), which
+ * changes what lms does inside the timed spans (Note [Where a span starts]).
  *
  * Sweeps. On sim, copies are throttled to LMS_SIM_H2D_GBPS / LMS_SIM_D2H_GBPS
  * where the environment sets them ("throttle":"env"), else to 25 and 25
@@ -52,14 +54,16 @@
  * runs plus the reclaim thread's headroom; the fault layer in the device
  * stack with an empty plan, which injects nothing and counts device calls.
  * Two allocations A and B of run_bytes. After each lms_access the bench's
- * thread keeps its access window open until the swap has settled: it calls
- * only the device layer meanwhile (dev_fill, dev_checksum,
+ * thread keeps its access window open until its next timed lms_access: it
+ * calls only the device layer meanwhile (dev_fill, dev_checksum,
  * dev_stream_synchronize on swap_stream(NULL), lms's default stream), so the
  * allocation it accessed stays held and what lms evicts is exactly the other
  * one: R - L chunks in the access itself (direct reclaim), the last L by the
  * reclaim thread once free blocks fall below L. A watcher thread polls
  * lms_stats every ~10 us to see when they are out: a chunk leaves
- * resident_bytes only when its copy has finished and it is unmapped.
+ * resident_bytes only when its copy has finished and it is unmapped. The
+ * counters a span starts from are read by the watcher too, never by the
+ * bench's thread (Note [Where a span starts]).
  * Each rep starts with A resident and dirty (overwritten and filled) and B
  * on the host (or never used):
  *   d2h   from calling lms_access(B, OVERWRITE) until all of A is out:
@@ -72,7 +76,7 @@
  *         default stream, which waits for the fetch, synchronized) and all of
  *         dirty B is out, whichever is later: one allocation going out while
  *         another comes in, 2 x run_bytes / time. "in_ms": when A was in;
- *         "access_ms": how long the call blocked. On the last rep A is
+ *         "access_ms": how long the call blocked. Then, untimed, A is
  *         checksummed (dev_checksum) against dev_fill_ref of its seed.
  *   h2d   from calling lms_access(B, READ) until B is on the device (default
  *         stream synchronized): run_bytes / time. Room is made by evicting A,
@@ -85,6 +89,27 @@
  * thread's wake-up; the test kernels never run inside a timed span.
  * copies_d2h, copies_h2d, maps, unmaps, set_access: the device calls lms
  * made during the last rep's timed span (a run moved in one copy shows 1).
+ *
+ * Note [Where a span starts]
+ * Every timed span starts at its lms_access call, and no lms call on the
+ * bench's thread may come between the settled state and it: the counters a
+ * span starts from are read on the watcher's thread, and the access itself
+ * closes the previous window. Under LMS_POLICY=schedule this is what keeps
+ * a span whole. The reps are one loop (A overwritten, B overwritten, A
+ * read, B read), which policy/ finds as an iteration and follows from the
+ * fifth timed rep on (at every size): when a window closes, lms evicts
+ * what the next access needs room for and fetches what it reads (Note
+ * [Prefetch] in swap/residency.c). An lms call that closed the window
+ * before the span would move part of the span's bytes outside it (and
+ * before its counters were read: the watcher would wait for a copy already
+ * counted; issue 24, docs/benchmarks.md). So a span moves the same bytes
+ * from the same call under either policy: under lru on demand, under
+ * schedule partly as evictions and fetches ahead that the access finds on
+ * their way. LMS_POLICY=lru measures demand swapping alone. One cost shows
+ * under schedule only: an eviction ahead that no access waits for is
+ * unmapped, and leaves resident_bytes, when the reclaim thread next wakes
+ * (up to 50 ms later), which a "both" span then includes (at 2 MiB, where
+ * A's fetch takes the one free block and nothing waits for B's).
  *
  * The issue's target is fraction_of_raw >= 0.9 on sim with throttling and on
  * a GPU; nothing here asserts it. On cuda (LMS_BACKEND=cuda) the program is
@@ -116,6 +141,7 @@
 #define WATCH_TIMEOUT_NS (60ull * 1000000000ull)
 
 static int quick;
+static int reps_forced; /* --reps=N: N reps at every size; 0: by size */
 static size_t only_run; /* --run=SIZE: that size only */
 static int link_bound; /* --link-bound: the sweep at LINK_BOUND_GBPS too */
 static char machine[512];
@@ -413,11 +439,16 @@ static void watermarks(size_t R, size_t *L, size_t *H)
     *H = R / 16 > *L + 1 ? R / 16 : *L + 1;
 }
 
-static uint64_t stats_d2h(void)
+/* The stats now, read by the watcher: an lms call on the bench's thread
+ * would close its window, and with it start what the schedule moves ahead
+ * of the next access before that access's timed span (Note [Where a span
+ * starts]). Called only once everything is settled. */
+static lms_stats_t stats_now(void)
 {
     lms_stats_t s;
-    bench_check(lms_stats(&s), "lms_stats");
-    return s.bytes_d2h;
+    watch_arm(0, UINT64_MAX);
+    watch_wait(&s);
+    return s;
 }
 
 /* Makes p resident and dirty: overwritten and filled, the other run evicted.
@@ -504,7 +535,7 @@ static void measure(size_t run, int reps, const throttle_t *th, samples_t *out)
         out->remap[D2H][i] = gbps(run, raw_time(&raw, true, false, true));
 
         /* d2h: B overwritten, A (dirty) must go out */
-        uint64_t d2h0 = stats_d2h(); /* closes the window: everything is settled */
+        uint64_t d2h0 = stats_now().bytes_d2h;
         calls_t c0 = calls_now(dev);
         uint64_t t0 = base_now_ns();
         bench_check(lms_access(b, run, LMS_OVERWRITE, NULL), "lms_access(B, OVERWRITE)");
@@ -520,7 +551,7 @@ static void measure(size_t run, int reps, const throttle_t *th, samples_t *out)
         bench_check(dev_stream_synchronize(dev, ds), "dev_stream_synchronize");
 
         /* both: A (on the host) read back in, B (dirty) goes out */
-        d2h0 = stats_d2h();
+        d2h0 = stats_now().bytes_d2h;
         c0 = calls_now(dev);
         t0 = base_now_ns();
         bench_check(lms_access(a, run, LMS_READ, NULL), "lms_access(A, READ)");
@@ -534,12 +565,10 @@ static void measure(size_t run, int reps, const throttle_t *th, samples_t *out)
         out->lms[BOTH][i] = gbps(2 * run, t1 - t0), out->lms_ms[BOTH][i] = ms(t1 - t0);
         out->access_ms[BOTH][i] = ms(t_access - t0);
         out->in_ms[i] = ms(t_in - t0);
-        if (rep == reps - 1)
-            verify(a, run, expected, dev, ds);
+        verify(a, run, expected, dev, ds); /* every rep: the schedule moves it differently */
 
         /* h2d: B (on the host) read back in; A is clean, dropped with no copy */
-        lms_stats_t s0, s1;
-        bench_check(lms_stats(&s0), "lms_stats");
+        lms_stats_t s0 = stats_now(), s1;
         c0 = calls_now(dev);
         t0 = base_now_ns();
         bench_check(lms_access(b, run, LMS_READ, NULL), "lms_access(B, READ)");
@@ -596,8 +625,9 @@ static void print_row(int dir, size_t run, const throttle_t *th, const samples_t
            (unsigned long long)c->unmap, (unsigned long long)c->set_access);
     const base_options_t *o = base_options();
     printf(",\"device_limit\":%zu,\"reclaim_low\":%zu,\"reclaim_high\":%zu,\"swap_piece\":%llu,"
-           "\"throttle\":\"%s\"",
-           (R + L) * chunk, L * chunk, H * chunk, (unsigned long long)o->swap_piece, th->source);
+           "\"policy\":\"%s\",\"throttle\":\"%s\"",
+           (R + L) * chunk, L * chunk, H * chunk, (unsigned long long)o->swap_piece, o->policy,
+           th->source);
     if (strcmp(info.backend, "sim") == 0)
         printf(",\"sim_h2d_gbps\":%g,\"sim_d2h_gbps\":%g,\"sim_vmm_us_per_mib\":%g", th->h2d,
                th->d2h, o->sim_vmm_us_per_mib);
@@ -609,6 +639,8 @@ static void print_row(int dir, size_t run, const throttle_t *th, const samples_t
  * fetch and fill first-touches freshly mapped memory). */
 static int reps_for(size_t run)
 {
+    if (reps_forced > 0)
+        return reps_forced;
     if (quick)
         return 3;
     return run <= 16 * BASE_MiB ? 7 : run <= 64 * BASE_MiB ? 4 : 3;
@@ -616,7 +648,8 @@ static int reps_for(size_t run)
 
 static void sweep(const throttle_t *th, size_t max_run)
 {
-    printf("{\"bench\":\"swap\",\"case\":\"settings\",\"throttle\":\"%s\"", th->source);
+    printf("{\"bench\":\"swap\",\"case\":\"settings\",\"policy\":\"%s\",\"throttle\":\"%s\"",
+           base_options()->policy, th->source);
     if (strcmp(info.backend, "sim") == 0)
         printf(",\"sim_h2d_gbps\":%g,\"sim_d2h_gbps\":%g", th->h2d, th->d2h);
     printf(",\"kernels\":%s,\"max_run_bytes\":%zu,%s}\n", info.has_kernels ? "true" : "false",
@@ -658,14 +691,21 @@ int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         uint64_t v;
+        long n;
+        char *end;
         if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
         } else if (strcmp(argv[i], "--link-bound") == 0) {
             link_bound = 1;
         } else if (strncmp(argv[i], "--run=", 6) == 0 && base_parse_size(argv[i] + 6, &v)) {
             only_run = v;
+        } else if (strncmp(argv[i], "--reps=", 7) == 0 &&
+                   (n = strtol(argv[i] + 7, &end, 10)) >= 1 && n <= MAX_REPS && *end == '\0' &&
+                   end != argv[i] + 7) {
+            reps_forced = (int)n;
         } else {
-            fprintf(stderr, "usage: %s [--quick] [--link-bound] [--run=SIZE]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--reps=1..%d] [--link-bound] [--run=SIZE]\n",
+                    argv[0], MAX_REPS);
             return 2;
         }
     }
