@@ -14,9 +14,11 @@
  * is allocated and written elsewhere, so that chunks are on the host (with
  * LMS_DEVICE_LIMIT at most 1 GiB; else that line says it was skipped).
  * ns_p50 is the hooked launch's median less the direct one's (target: under
- * 500 ns). Run as LD_PRELOAD=build/liblms.so build/bench/launch: the
- * preload puts lms's hook before the stand-in, as before a real libcuda. The backend is lms's (LMS_BACKEND); the real launch on a GPU,
- * with and without the hook, is not measured here yet.
+ * 500 ns). Run as LD_PRELOAD=build/liblms.so build/bench/launch [--quick]:
+ * the preload puts lms's hook before the stand-in, as before a real
+ * libcuda. --quick: BATCHES / 10 batches of each (CTest's bench.launch).
+ * The backend is lms's (LMS_BACKEND); the real launch on a GPU, with and
+ * without the hook, is bench/launch_gpu.cu's (tools/gpu-session.sh).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -32,6 +34,8 @@
 
 #define BATCHES 400
 #define PER_BATCH 256
+
+static int batches = BATCHES; /* --quick: BATCHES / 10 */
 
 typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void **, void **);
@@ -71,7 +75,7 @@ static double batch(launch_fn launch, const fake_fn_t *fn, void **params)
 
 #define MAX_COLD ((uint64_t)1 << 30) /* the swapping case fills the device limit and more */
 
-/* BATCHES alternating batches of each; prints the case's line. *reached
+/* `batches` alternating batches of each; prints the case's line. *reached
  * counts the launches the stand-in must have seen so far. */
 static void measure(const char *name, launch_fn hooked, launch_fn direct, const fake_fn_t *fn,
                     void **params, uint64_t *reached)
@@ -79,23 +83,23 @@ static void measure(const char *name, launch_fn hooked, launch_fn direct, const 
     lms_stats_t before, after;
     bench_check(lms_stats(&before), "lms_stats");
     double h[BATCHES], d[BATCHES];
-    for (int b = 0; b < BATCHES; b++) {
+    for (int b = 0; b < batches; b++) {
         h[b] = batch(hooked, fn, params);
         d[b] = batch(direct, fn, params);
     }
     bench_check(lms_stats(&after), "lms_stats");
-    *reached += (uint64_t)BATCHES * 2 * PER_BATCH;
+    *reached += (uint64_t)batches * 2 * PER_BATCH;
     if (fake_counts().launches != *reached) /* every launch, hooked or not, got there */
         bench_die("launches went missing on the way to the stand-in");
-    double h50 = bench_quantile(h, BATCHES, 0.5), h90 = bench_quantile(h, BATCHES, 0.9);
-    double d50 = bench_quantile(d, BATCHES, 0.5);
+    double h50 = bench_quantile(h, batches, 0.5), h90 = bench_quantile(h, batches, 0.9);
+    double d50 = bench_quantile(d, batches, 0.5);
     char cpu[128];
     host_cpu(cpu, sizeof cpu);
     const char *backend = getenv("LMS_BACKEND");
     printf("{\"bench\":\"launch\",\"case\":\"%s\",\"ns_p50\":%.1f,\"hooked_ns_p50\":%.1f,"
            "\"hooked_ns_p90\":%.1f,\"direct_ns_p50\":%.1f,\"launches\":%d,\"fetches\":%llu,"
            "\"host_bytes\":%llu,\"target_ns\":500,\"backend\":",
-           name, h50 - d50, h50, h90, d50, BATCHES * PER_BATCH,
+           name, h50 - d50, h50, h90, d50, batches * PER_BATCH,
            (unsigned long long)(after.fetches - before.fetches),
            (unsigned long long)after.host_bytes);
     bench_json_string(backend != NULL ? backend : "auto");
@@ -104,8 +108,14 @@ static void measure(const char *name, launch_fn hooked, launch_fn direct, const 
     printf("}\n");
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
+        batches = BATCHES / 10;
+    } else if (argc > 1) {
+        fprintf(stderr, "usage: LD_PRELOAD=build/liblms.so %s [--quick]\n", argv[0]);
+        return 2;
+    }
     /* liblms.so's hook: dlsym answers it for the stand-in's (Note [dlsym]) */
     launch_fn hooked = (launch_fn)dlsym(dlopen(NULL, RTLD_NOW), "cuLaunchKernel");
     launch_fn direct = fake_launch_kernel();

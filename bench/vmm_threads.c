@@ -3,7 +3,9 @@
  * bench/remap goes through lms's device layer, whose check layer holds one
  * lock across each map, unmap and set_access; this asks the driver alone,
  * to say whether spreading lms's remaps over threads could pay. Built only
- * where the CUDA toolkit is (it links libcuda, which liblms never does).
+ * where the CUDA toolkit is (for cuda.h); libcuda.so.1 is opened at run
+ * time, so that without a driver or a device the program starts, says why
+ * on stderr and exits 77 (skipped), as CTest's bench.vmm_threads expects.
  *
  *   build/bench/vmm_threads [--quick]
  *
@@ -18,6 +20,7 @@
  * ratio to one thread's.
  */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,43 @@
 
 #define MAX_THREADS 8
 #define RUNS 3
+#define SKIP 77 /* no driver or no device: CTest's "skipped" */
+
+/* The driver functions called, one list: each is looked up in libcuda.so.1
+ * under the name cuda.h gives it (cuda.h maps some to a _v2 symbol, and
+ * the field's name follows the same macro). */
+#define DRIVER_FUNCTIONS(X)                                                                  \
+    X(cuInit) X(cuGetErrorName) X(cuDeviceGet) X(cuDeviceGetName) X(cuDriverGetVersion)      \
+    X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)              \
+    X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree)              \
+    X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)
+
+#define STRINGIFY_(name) #name
+#define STRINGIFY(name) STRINGIFY_(name)
+static struct {
+#define DRIVER_FIELD_(f) __typeof__(&f) f;
+    DRIVER_FUNCTIONS(DRIVER_FIELD_)
+#undef DRIVER_FIELD_
+} drv;
+
+/* Loads the driver's functions into drv; false (and why on stderr) where
+ * there is no libcuda.so.1 or it lacks one. */
+static bool driver_load(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        fprintf(stderr, "bench/vmm_threads: skipped: no CUDA driver (%s)\n", dlerror());
+        return false;
+    }
+#define DRIVER_LOAD_(f)                                                                      \
+    if ((*(void **)&drv.f = dlsym(lib, STRINGIFY(f))) == NULL) {                             \
+        fprintf(stderr, "bench/vmm_threads: skipped: the driver has no %s\n", STRINGIFY(f)); \
+        return false;                                                                        \
+    }
+    DRIVER_FUNCTIONS(DRIVER_LOAD_)
+#undef DRIVER_LOAD_
+    return true;
+}
 
 static CUcontext ctx;
 static size_t gran;
@@ -45,8 +85,8 @@ static void check(CUresult r, const char *what)
 {
     if (r != CUDA_SUCCESS) {
         const char *name = "?";
-        cuGetErrorName(r, &name);
-        fprintf(stderr, "bench/vmm_threads: %s: %s\n", what, name);
+        drv.cuGetErrorName(r, &name);
+        fprintf(stderr, "bench/vmm_threads: %s: %s (%d)\n", what, name, (int)r);
         exit(1);
     }
 }
@@ -54,13 +94,13 @@ static void check(CUresult r, const char *what)
 static void *mover_main(void *arg)
 {
     mover_t *m = arg;
-    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     pthread_barrier_wait(&start);
     for (int r = 0; r < reps; r++) {
         int to = !m->cur;
-        check(cuMemUnmap(m->at[m->cur], gran), "cuMemUnmap");
-        check(cuMemMap(m->at[to], gran, 0, m->block, 0), "cuMemMap");
-        check(cuMemSetAccess(m->at[to], gran, &access_desc, 1), "cuMemSetAccess");
+        check(drv.cuMemUnmap(m->at[m->cur], gran), "cuMemUnmap");
+        check(drv.cuMemMap(m->at[to], gran, 0, m->block, 0), "cuMemMap");
+        check(drv.cuMemSetAccess(m->at[to], gran, &access_desc, 1), "cuMemSetAccess");
         m->cur = to;
     }
     return NULL;
@@ -91,32 +131,41 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
         return 2;
     }
-    check(cuInit(0), "cuInit");
+    if (!driver_load())
+        return SKIP;
+    CUresult init = drv.cuInit(0);
+    if (init == CUDA_ERROR_NO_DEVICE || init == CUDA_ERROR_STUB_LIBRARY) {
+        fprintf(stderr, "bench/vmm_threads: skipped: %s\n",
+                init == CUDA_ERROR_NO_DEVICE ? "the driver sees no CUDA device"
+                                             : "libcuda.so.1 is the toolkit's stub");
+        return SKIP;
+    }
+    check(init, "cuInit");
     CUdevice dev;
-    check(cuDeviceGet(&dev, 0), "cuDeviceGet");
-    check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    check(drv.cuDeviceGet(&dev, 0), "cuDeviceGet");
+    check(drv.cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
     char name[96];
     int driver = 0;
-    check(cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
-    check(cuDriverGetVersion(&driver), "cuDriverGetVersion");
+    check(drv.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
+    check(drv.cuDriverGetVersion(&driver), "cuDriverGetVersion");
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
-    check(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+    check(drv.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
           "cuMemGetAllocationGranularity");
     access_desc.location = prop.location;
     access_desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     CUdeviceptr base;
-    check(cuMemAddressReserve(&base, 2 * MAX_THREADS * gran, gran, 0, 0), "cuMemAddressReserve");
+    check(drv.cuMemAddressReserve(&base, 2 * MAX_THREADS * gran, gran, 0, 0), "cuMemAddressReserve");
     mover_t movers[MAX_THREADS];
     for (int i = 0; i < MAX_THREADS; i++) {
         mover_t *m = &movers[i];
-        check(cuMemCreate(&m->block, gran, &prop, 0), "cuMemCreate");
+        check(drv.cuMemCreate(&m->block, gran, &prop, 0), "cuMemCreate");
         m->at[0] = base + (CUdeviceptr)(2 * i) * gran;
         m->at[1] = m->at[0] + gran;
         m->cur = 0;
-        check(cuMemMap(m->at[0], gran, 0, m->block, 0), "cuMemMap");
-        check(cuMemSetAccess(m->at[0], gran, &access_desc, 1), "cuMemSetAccess");
+        check(drv.cuMemMap(m->at[0], gran, 0, m->block, 0), "cuMemMap");
+        check(drv.cuMemSetAccess(m->at[0], gran, &access_desc, 1), "cuMemSetAccess");
     }
     char cpu[128];
     base_host_cpu(cpu, sizeof cpu);
@@ -136,10 +185,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     for (int i = 0; i < MAX_THREADS; i++) {
-        check(cuMemUnmap(movers[i].at[movers[i].cur], gran), "cuMemUnmap");
-        check(cuMemRelease(movers[i].block), "cuMemRelease");
+        check(drv.cuMemUnmap(movers[i].at[movers[i].cur], gran), "cuMemUnmap");
+        check(drv.cuMemRelease(movers[i].block), "cuMemRelease");
     }
-    check(cuMemAddressFree(base, 2 * MAX_THREADS * gran), "cuMemAddressFree");
-    check(cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease");
+    check(drv.cuMemAddressFree(base, 2 * MAX_THREADS * gran), "cuMemAddressFree");
+    check(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease");
     return 0;
 }
