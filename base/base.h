@@ -11,7 +11,8 @@
  * Options: one table, LMS_OPTIONS below (variable, type, default, one-line
  * doc), from which the parsed struct, the parser and `lms-info --options` all
  * come. The environment is read once, on first use; a value that does not
- * parse is reported on stderr and the default is kept.
+ * parse, or is outside its type's range, is reported on stderr naming the
+ * variable, and the default is kept. A variable set to "" counts as unset.
  *
  * Host metadata: lms's own tables are allocated with base_meta_*, from one
  * arena of a private jemalloc linked into lms (base/meta.c), never with the
@@ -53,19 +54,29 @@ void base_log(base_log_level_t level, const char *fmt, ...)
 /*
  * X(field, type, default, choices, doc)
  *   field:   member of base_options_t; the variable is LMS_<FIELD upper case>
- *   type:    size (bytes; K/M/G/T suffixes, binary), double, int, choice, path
- *   choices: for choice, the allowed words separated by '|'; else NULL
+ *   type:    size   bytes; K/M/G/T suffixes, binary
+ *            double a finite number
+ *            int    a decimal integer
+ *            bool   0 or 1 (also false/true, no/yes, off/on, any case)
+ *            choice one of the words of choices (any case)
+ *            path   a file name of any length ("" when not set)
+ *   choices: for choice, the allowed words separated by '|'; for int and
+ *            double, the allowed range "lo..hi", inclusive, either end left
+ *            out where unbounded ("0.." is non-negative), NULL for any int
+ *            (within int's range) or any finite double; else NULL
  */
 #define LMS_OPTIONS(X)                                                                       \
     X(backend, choice, "auto", "auto|cuda|sim",                                              \
       "device backend: cuda when a device is present, else sim")                            \
-    X(device, int, "0", NULL, "CUDA device ordinal")                                         \
+    X(device, int, "0", "0..", "CUDA device ordinal")                                        \
     X(log, choice, "warn", "error|warn|info|debug", "messages printed on stderr")            \
     X(sim_memory, size, "4GiB", NULL, "memory of the simulated device")                      \
     X(sim_granularity, size, "2MiB", NULL, "block size of the simulated device")            \
-    X(sim_h2d_gbps, double, "0", NULL, "simulated host-to-device bandwidth, GB/s; 0 = no limit") \
-    X(sim_d2h_gbps, double, "0", NULL, "simulated device-to-host bandwidth, GB/s; 0 = no limit") \
-    X(sim_vmm_us_per_mib, double, "0", NULL,                                                 \
+    X(sim_h2d_gbps, double, "0", "0..",                                                      \
+      "simulated host-to-device bandwidth, GB/s; 0 = no limit")                              \
+    X(sim_d2h_gbps, double, "0", "0..",                                                      \
+      "simulated device-to-host bandwidth, GB/s; 0 = no limit")                              \
+    X(sim_vmm_us_per_mib, double, "0", "0..",                                                \
       "simulated host time of an unmap or a set_access, us per MiB; 0 = none")             \
     X(device_limit, size, "0", NULL,                                                         \
       "device memory lms may use; 0 = the device's free memory minus 512 MiB")             \
@@ -74,8 +85,8 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(va_reserve, size, "0", NULL, "address range reserved; 0 = 4 x (device + host limit)") \
     X(large_threshold, size, "0", NULL,                                                      \
       "allocations this large get whole chunks of their own; 0 = 8 chunks")                \
-    X(preallocate, int, "0", NULL, "1: create every device block of the limit at init")     \
-    X(swap, int, "1", NULL,                                                                  \
+    X(preallocate, bool, "0", NULL, "1: create every device block of the limit at init")    \
+    X(swap, bool, "1", NULL,                                                                 \
       "0: no swapping: the device limit is hard and lms_malloc backs memory at once")      \
     X(reclaim_low, size, "0", NULL,                                                          \
       "the reclaim thread evicts when free device memory falls below this; 0 = limit / 32") \
@@ -87,8 +98,8 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "bytes a swap remaps and copies as one step, overlapping the next; 0 = 16 MiB")      \
     X(policy, choice, "schedule", "schedule|lru",                                            \
       "eviction: by the learnt iteration schedule (Belady, with prefetch), or LRU only")  \
-    X(stats, int, "0", NULL, "1: print lms_stats() on stderr at exit")                     \
-    X(enable, int, "1", NULL,                                                                \
+    X(stats, bool, "0", NULL, "1: print lms_stats() on stderr at exit")                    \
+    X(enable, bool, "1", NULL,                                                               \
       "0: the CUDA calls liblms.so interposes go straight to CUDA, as with no preload")     \
     X(pin_smaller_than, size, "0", NULL,                                                     \
       "interposed allocations smaller than this stay resident for their life; 0 = none")   \
@@ -104,6 +115,7 @@ void base_log(base_log_level_t level, const char *fmt, ...)
 #define BASE_OPTION_CTYPE_size uint64_t
 #define BASE_OPTION_CTYPE_double double
 #define BASE_OPTION_CTYPE_int long
+#define BASE_OPTION_CTYPE_bool bool
 #define BASE_OPTION_CTYPE_choice const char * /* one of the choices, as in the table */
 #define BASE_OPTION_CTYPE_path const char *   /* "" when not set */
 

@@ -3,9 +3,12 @@
  * once from the environment on first use.
  *
  * Invariant: after parsing, every field holds a valid value of its type — the
- * environment's when it parsed, else the table's default — and text[] holds
- * that value as text. Parsing runs under pthread_once; it reports bad values on
- * stderr directly (base_log would re-enter base_options()).
+ * environment's when it parsed and lies in its range, else the table's
+ * default — and shown[] holds that value as text (a path whole, however long:
+ * its copy is allocated, and kept for the process). Parsing runs under
+ * pthread_once; it reports bad values on stderr directly (base_log would
+ * re-enter base_options()), one line naming the variable, what was expected
+ * and the default kept.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -20,13 +23,20 @@
 
 #include "base/base.h"
 
-typedef enum { TYPE_size, TYPE_double, TYPE_int, TYPE_choice, TYPE_path } option_type_t;
+typedef enum {
+    TYPE_size,
+    TYPE_double,
+    TYPE_int,
+    TYPE_bool,
+    TYPE_choice,
+    TYPE_path
+} option_type_t;
 
 typedef struct option {
     const char *field;   /* "sim_memory"; the variable is LMS_SIM_MEMORY */
     option_type_t type;
     const char *def;
-    const char *choices; /* '|'-separated words, for choice */
+    const char *choices; /* '|'-separated words, for choice; "lo..hi", for int and double */
     const char *doc;
     size_t offset;       /* of the field in base_options_t */
 } option_t;
@@ -40,9 +50,9 @@ static const option_t table[] = {
 #define OPTION_COUNT (sizeof table / sizeof *table)
 
 static base_options_t options;
-static char var[OPTION_COUNT][40];    /* LMS_<FIELD> */
-static char text[OPTION_COUNT][64];   /* each resolved value, as text */
-static char paths[OPTION_COUNT][1024]; /* the values of paths, whole */
+static char var[OPTION_COUNT][40];       /* LMS_<FIELD> */
+static char text[OPTION_COUNT][64];      /* each resolved value but a path's, as text */
+static const char *shown[OPTION_COUNT];  /* each resolved value as text: text[i], or the path */
 static const char *source[OPTION_COUNT]; /* "default" or "env" */
 static pthread_once_t parse_once = PTHREAD_ONCE_INIT;
 
@@ -120,7 +130,33 @@ static bool parse_choice(const char *s, const char *choices, char *word, size_t 
     return false;
 }
 
-/* Parses s as option i's type into its field and text[i]; false changes nothing. */
+/* Whether v lies in range, "lo..hi" (either end may be empty: unbounded);
+ * NULL is any value. */
+static bool in_range(double v, const char *range)
+{
+    if (range == NULL)
+        return true;
+    char *end;
+    if (range[0] != '.' && v < strtod(range, &end))
+        return false;
+    const char *hi = strstr(range, "..") + 2;
+    return *hi == '\0' || v <= strtod(hi, &end);
+}
+
+/* 0/1 and their words, ignoring case; -1 if s is none of them. */
+static int parse_bool(const char *s)
+{
+    static const char *const words[][2] = {
+        {"0", "1"}, {"false", "true"}, {"no", "yes"}, {"off", "on"},
+    };
+    for (size_t w = 0; w < sizeof words / sizeof *words; w++)
+        for (int b = 0; b < 2; b++)
+            if (strcasecmp(s, words[w][b]) == 0)
+                return b;
+    return -1;
+}
+
+/* Parses s as option i's type into its field and shown[i]; false changes nothing. */
 static bool parse_value(size_t i, const char *s)
 {
     const option_t *o = &table[i];
@@ -136,39 +172,93 @@ static bool parse_value(size_t i, const char *s)
     }
     case TYPE_double: {
         double v = strtod(s, &end);
-        if (end == s || *end != '\0' || !isfinite(v))
+        if (end == s || *end != '\0' || !isfinite(v) || !in_range(v, o->choices))
             return false;
-        *(double *)field = v;
+        *(double *)field = v == 0 ? 0 : v; /* -0 is 0 */
         break;
     }
     case TYPE_int: {
         errno = 0;
         long v = strtol(s, &end, 10);
-        if (end == s || *end != '\0' || errno == ERANGE || v < INT_MIN || v > INT_MAX)
+        if (end == s || *end != '\0' || errno == ERANGE || v < INT_MIN || v > INT_MAX ||
+            !in_range((double)v, o->choices))
             return false;
         *(long *)field = v;
+        break;
+    }
+    case TYPE_bool: {
+        int v = parse_bool(s);
+        if (v < 0)
+            return false;
+        *(bool *)field = v;
+        s = v ? "1" : "0";
         break;
     }
     case TYPE_choice:
         if (!parse_choice(s, o->choices, text[i], sizeof text[i]))
             return false;
-        *(const char **)field = text[i];
+        *(const char **)field = shown[i] = text[i];
         return true;
-    case TYPE_path:
-        if (strlen(s) >= sizeof paths[i])
+    case TYPE_path: {
+        /* a copy, kept for the process (the one it replaces is a default's: "") */
+        size_t n = strlen(s) + 1;
+        char *copy = n > 1 ? base_meta_alloc(n) : NULL;
+        if (n > 1 && copy == NULL)
             return false;
-        snprintf(paths[i], sizeof paths[i], "%s", s);
-        *(const char **)field = paths[i];
-        break;
+        if (copy != NULL)
+            memcpy(copy, s, n);
+        *(const char **)field = shown[i] = copy != NULL ? copy : "";
+        return true;
+    }
     }
     snprintf(text[i], sizeof text[i], "%s", s);
+    shown[i] = text[i];
     return true;
+}
+
+/* A range "lo..hi" in words: " of lo or more", " of hi or less", " from lo to hi", or "". */
+static void range_words(const char *range, char *buf, size_t len)
+{
+    const char *dots = range != NULL ? strstr(range, "..") : NULL;
+    if (dots == NULL)
+        snprintf(buf, len, "%s", "");
+    else if (dots[2] == '\0')
+        snprintf(buf, len, " of %.*s or more", (int)(dots - range), range);
+    else if (dots == range)
+        snprintf(buf, len, " of %s or less", dots + 2);
+    else
+        snprintf(buf, len, " from %.*s to %s", (int)(dots - range), range, dots + 2);
+}
+
+/* What option o's type accepts, for the warning about a value it does not. */
+static void expected(const option_t *o, char *buf, size_t len)
+{
+    char range[64];
+    range_words(o->choices, range, sizeof range);
+    switch (o->type) {
+    case TYPE_size:
+        snprintf(buf, len, "a size such as 4GiB, less than 16 EiB");
+        return;
+    case TYPE_double:
+        snprintf(buf, len, "a finite number%s", range);
+        return;
+    case TYPE_int:
+        snprintf(buf, len, "an integer%s", o->choices != NULL ? range : " in int's range");
+        return;
+    case TYPE_bool:
+        snprintf(buf, len, "0 or 1 (or false/true, no/yes, off/on)");
+        return;
+    case TYPE_choice:
+        snprintf(buf, len, "%s", o->choices);
+        return;
+    case TYPE_path:
+        snprintf(buf, len, "a file path (no host memory to keep it)");
+        return;
+    }
 }
 
 static void parse_all(void)
 {
-    static const char *const type_words[] = {"a size such as 4GiB", "a number", "an integer", "",
-                                             "a file path of less than 1024 bytes"};
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         const option_t *o = &table[i];
         size_t n = (size_t)snprintf(var[i], sizeof var[i], "LMS_%s", o->field);
@@ -180,11 +270,15 @@ static void parse_all(void)
         const char *env = getenv(var[i]);
         if (env == NULL || *env == '\0')
             continue;
-        if (parse_value(i, env))
+        if (parse_value(i, env)) {
             source[i] = "env";
-        else
-            fprintf(stderr, "lms: warning: %s=%s is not valid (expected %s); using the default %s\n",
-                    var[i], env, o->choices ? o->choices : type_words[o->type], o->def);
+            continue;
+        }
+        char want[96];
+        expected(o, want, sizeof want);
+        fprintf(stderr,
+                "lms: warning: %s=%.200s%s is not valid (expected %s); using the default %s\n",
+                var[i], env, strlen(env) > 200 ? "..." : "", want, o->def[0] ? o->def : "(none)");
     }
 }
 
@@ -200,5 +294,5 @@ void base_options_each(void (*fn)(const char *var, const char *value, const char
 {
     base_options();
     for (size_t i = 0; i < OPTION_COUNT; i++)
-        fn(var[i], text[i], source[i], table[i].doc, arg);
+        fn(var[i], shown[i], source[i], table[i].doc, arg);
 }

@@ -1,4 +1,5 @@
 /* tests/base/test_options.c — sizes, the options table, status messages. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,53 @@ Test(options, invalid_values_keep_the_default)
     cr_assert_eq(o->sim_memory, 4 * BASE_GiB);
     cr_assert_str_eq(o->backend, "auto");
     cr_assert_eq(o->device, 0);
+}
+
+/* Issue 24: LMS_SWAP=2 and its kind were read as on. */
+Test(options, booleans_take_0_1_and_their_words_only)
+{
+    setenv("LMS_SWAP", "2", 1);            /* default 1 */
+    setenv("LMS_STATS", "-1", 1);          /* default 0 */
+    setenv("LMS_PREALLOCATE", "99999", 1); /* default 0 */
+    setenv("LMS_ENABLE", "Off", 1);        /* default 1 */
+    const base_options_t *o = base_options();
+    cr_assert_eq(o->swap, true);
+    cr_assert_eq(o->stats, false);
+    cr_assert_eq(o->preallocate, false);
+    cr_assert_eq(o->enable, false, "off, any case, is 0");
+}
+
+Test(options, numbers_outside_their_range_keep_the_default)
+{
+    setenv("LMS_DEVICE", "-1", 1);
+    setenv("LMS_SIM_H2D_GBPS", "-1", 1);
+    setenv("LMS_SIM_D2H_GBPS", "-0", 1);
+    const base_options_t *o = base_options();
+    cr_assert_eq(o->device, 0);
+    cr_assert_float_eq(o->sim_h2d_gbps, 0, 1e-9);
+    cr_assert(o->sim_d2h_gbps == 0 && !signbit(o->sim_d2h_gbps), "-0 is taken as 0");
+}
+
+static void find_trace(const char *var, const char *value, const char *source, const char *doc,
+                       void *arg)
+{
+    (void)source;
+    (void)doc;
+    if (strcmp(var, "LMS_TRACE") == 0)
+        *(const char **)arg = value;
+}
+
+/* Issue 24: a path of 1024 bytes or more was dropped, with a warning. */
+Test(options, a_path_of_any_length_is_kept_whole)
+{
+    static char path[3000];
+    memset(path, 'p', sizeof path - 1);
+    path[0] = '/';
+    setenv("LMS_TRACE", path, 1);
+    const char *shown = NULL;
+    cr_assert_str_eq(base_options()->trace, path);
+    base_options_each(find_trace, &shown);
+    cr_assert_str_eq(shown, path, "lms-info --options shows it whole");
 }
 
 static void count_option(const char *var, const char *value, const char *source, const char *doc,
