@@ -63,7 +63,7 @@ static struct {
     uint64_t flushed_ns;  /* when buf last reached the file */
     uint64_t t0;          /* base_now_ns() at open: ts 0 */
     long pid;
-    char path[1024];
+    char *path;           /* a copy of LMS_TRACE's, for the log */
     dev_stream_t *h2d, *d2h;
     dev_stream_t **tracks; /* the program's streams: tid 100 + index */
     size_t ntracks, captracks, last_track;
@@ -112,8 +112,10 @@ static void release(void)
     close(T.fd);
     base_meta_free(T.buf);
     base_meta_free(T.tracks);
+    base_meta_free(T.path);
     T.buf = NULL;
     T.tracks = NULL;
+    T.path = NULL;
     T.open = false;
 }
 
@@ -191,14 +193,17 @@ lms_status_t timeline_open(const char *path, const dev_info_t *info, const dev_c
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return base_fail(LMS_ERR_SYSTEM,
-                         "lms_init: cannot write the timeline to \"%s\" (LMS_TRACE): %s; set "
+                         "lms_init: LMS_TRACE: cannot write the timeline to \"%.200s%s\": %s; set "
                          "LMS_TRACE to a file that can be written, or unset it",
-                         path, strerror(errno));
-    char *buf = base_meta_alloc(BUFFER_BYTES);
-    if (buf == NULL) {
+                         path, strlen(path) > 200 ? "..." : "", strerror(errno));
+    char *buf = base_meta_alloc(BUFFER_BYTES), *name = base_meta_alloc(strlen(path) + 1);
+    if (buf == NULL || name == NULL) {
         close(fd);
+        base_meta_free(buf);
+        base_meta_free(name);
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory for the timeline");
     }
+    strcpy(name, path);
     pthread_mutex_lock(&timeline_lock);
     bool sim = strcmp(info->backend, "sim") == 0;
     bool throttled = sim && (dev->sim_h2d_gbps > 0 || dev->sim_d2h_gbps > 0);
@@ -211,7 +216,7 @@ lms_status_t timeline_open(const char *path, const dev_info_t *info, const dev_c
     T.flushed_ns = now;
     T.t0 = now;
     T.pid = (long)getpid();
-    snprintf(T.path, sizeof T.path, "%s", path);
+    T.path = name;
     T.h2d = T.d2h = NULL;
     T.tracks = NULL;
     T.ntracks = T.captracks = T.last_track = 0;
@@ -244,12 +249,15 @@ lms_status_t timeline_open(const char *path, const dev_info_t *info, const dev_c
         T.open = false;
         close(fd);
         base_meta_free(buf);
+        base_meta_free(name);
         T.buf = NULL;
+        T.path = NULL;
     }
     pthread_mutex_unlock(&timeline_lock);
     if (broken)
-        return base_fail(LMS_ERR_SYSTEM, "lms_init: cannot write the timeline to \"%s\" "
-                         "(LMS_TRACE): the first write failed", path);
+        return base_fail(LMS_ERR_SYSTEM, "lms_init: LMS_TRACE: cannot write the timeline to "
+                         "\"%.200s%s\": the first write failed", path,
+                         strlen(path) > 200 ? "..." : "");
     timeline_on = true;
     return LMS_OK;
 }
