@@ -14,15 +14,23 @@
  * does not see them): each `kernel` says 0 ns, and `iteration` marks are
  * not written (the policy finds iterations in the repeating accesses).
  * Lines are written under one lock, in the order the hooks saw the calls,
- * and the file is flushed at exit; a file that cannot be opened is said
- * once in the log and nothing is traced. A fork flushes it first, and the
+ * and the file is flushed at exit. A file that cannot be opened, or that
+ * cannot take the first lines (written at once, so that /dev/full or a
+ * full disk shows at the start), is said once in the log, naming the file
+ * and the error, and nothing is traced; a write that fails later (a disk
+ * that fills) is said once the same way, and tracing stops there, leaving
+ * the lines before it. The program goes on either way: the trace records
+ * what it does and changes none of it, so a failure to write it is not
+ * the program's. A fork flushes it first, and the
  * child traces nothing: else the child, a DataLoader worker say, would
  * write the lines still in the parent's buffer a second time at its exit.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/base.h"
 #include "interpose/trace.h"
@@ -76,11 +84,35 @@ static bool insert(uintptr_t base, uint64_t id)
     return true;
 }
 
+/* A write to the file failed with err (trace_lock held): said once, and
+ * nothing more is traced (Note [Access trace]). */
+static void write_failed(int err)
+{
+    base_log(BASE_LOG_WARN, "LMS_TRACE_ACCESSES=%s: writing the trace failed (%s): nothing more "
+             "is traced, and the file ends at the last line written",
+             base_options()->trace_accesses, strerror(err));
+    fclose(out); /* its buffer cannot be written either */
+    out = NULL;
+    __atomic_store_n(&state, 1, __ATOMIC_RELEASE);
+}
+
+/* After lines were written (trace_lock held): a failure is said, and ends the trace. */
+static void check_written(int printed)
+{
+    if (out != NULL && (printed < 0 || ferror(out)))
+        write_failed(errno != 0 ? errno : EIO);
+}
+
+static void flush_or_fail(void)
+{
+    if (out != NULL && fflush(out) != 0)
+        write_failed(errno != 0 ? errno : EIO);
+}
+
 static void close_at_exit(void)
 {
     pthread_mutex_lock(&trace_lock);
-    if (out != NULL)
-        fflush(out);
+    flush_or_fail();
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -89,8 +121,7 @@ static void close_at_exit(void)
 static void before_fork(void)
 {
     pthread_mutex_lock(&trace_lock);
-    if (out != NULL)
-        fflush(out);
+    flush_or_fail();
 }
 
 static void after_fork_parent(void) { pthread_mutex_unlock(&trace_lock); }
@@ -119,13 +150,20 @@ bool trace_on(void)
     pthread_mutex_lock(&trace_lock);
     if ((s = state) == 0) {
         const char *path = base_options()->trace_accesses;
-        if (path[0] != '\0' && (out = fopen(path, "w")) == NULL)
-            base_log(BASE_LOG_WARN, "LMS_TRACE_ACCESSES=%s cannot be opened: nothing is traced", path);
+        if (path[0] != '\0')
+            out = fopen(path, "w");
+        if (path[0] != '\0' && out == NULL)
+            base_log(BASE_LOG_WARN,
+                     "LMS_TRACE_ACCESSES=%s cannot be opened (%s): nothing is traced", path,
+                     strerror(errno));
         if (out != NULL) {
+            errno = 0;
             fprintf(out, "lms-trace 1\n# written by liblms.so (LMS_TRACE_ACCESSES): kernel times "
                          "are not measured\n");
-            atexit(close_at_exit);
+            flush_or_fail(); /* a file that takes nothing is found now */
         }
+        if (out != NULL)
+            atexit(close_at_exit);
         s = out != NULL ? 2 : 1;
         __atomic_store_n(&state, s, __ATOMIC_RELEASE);
     }
@@ -142,8 +180,8 @@ void trace_alloc(const void *ptr, size_t size)
         return;
     pthread_mutex_lock(&trace_lock);
     uint64_t id = next_id++;
-    if (insert((uintptr_t)ptr, id))
-        fprintf(out, "alloc %llu %zu\n", (unsigned long long)id, size);
+    if (out != NULL && insert((uintptr_t)ptr, id))
+        check_written(fprintf(out, "alloc %llu %zu\n", (unsigned long long)id, size));
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -152,9 +190,9 @@ void trace_free(const void *ptr)
     if (ptr == NULL || !trace_on())
         return;
     pthread_mutex_lock(&trace_lock);
-    entry_t *e = lookup((uintptr_t)ptr);
+    entry_t *e = out != NULL ? lookup((uintptr_t)ptr) : NULL;
     if (e != NULL) {
-        fprintf(out, "free %llu\n", (unsigned long long)e->id);
+        check_written(fprintf(out, "free %llu\n", (unsigned long long)e->id));
         e->base = 1;
         live--;
     }
@@ -168,19 +206,19 @@ void trace_access(const lms_range_t *r, size_t n)
     static const char mode[] = {[LMS_READ] = 'r', [LMS_WRITE] = 'w', [LMS_OVERWRITE] = 'o'};
     pthread_mutex_lock(&trace_lock);
     bool any = false;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && out != NULL; i++) {
         void *base;
         size_t size;
         entry_t *e = lms_allocation_of(r[i].ptr, &base, &size) == LMS_OK ? lookup((uintptr_t)base)
                                                                           : NULL;
         if (e == NULL)
             continue;
-        fprintf(out, "%s %llu:%c", any ? "" : "kernel 0", (unsigned long long)e->id,
-                (unsigned)r[i].mode < sizeof mode ? mode[r[i].mode] : 'w');
+        check_written(fprintf(out, "%s %llu:%c", any ? "" : "kernel 0", (unsigned long long)e->id,
+                              (unsigned)r[i].mode < sizeof mode ? mode[r[i].mode] : 'w'));
         any = true;
     }
-    if (any)
-        fputc('\n', out);
+    if (any && out != NULL)
+        check_written(fputc('\n', out) == EOF ? -1 : 0);
     pthread_mutex_unlock(&trace_lock);
 }
 
