@@ -46,6 +46,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -218,6 +219,40 @@ static lms_status_t said(lms_status_t st)
     return st;
 }
 
+/*
+ * Note [Frees in a forked child]
+ * In a child forked after lms started, lms cannot start (Note [Fork] in
+ * swap/lms.c), and a free of the parent's pointer must say so as the
+ * README promises: cudaErrorNotSupported (CUDA_ERROR_NOT_SUPPORTED), with
+ * lms's message in the log. Without this check it did not: the pointer is
+ * not lms's in the child, so it went on to CUDA, whose runtime, unusable
+ * in the child too, answered cudaErrorInsufficientDriver (35); or, where
+ * the child had kept the parent's range, lms_free answered "not an address
+ * lms handed out" (cudaErrorInvalidValue). A child is known by the fork
+ * handler below; lms refusing to start in it (LMS_ERR_UNSUPPORTED) tells
+ * one forked after the start from one forked before, which may use lms.
+ */
+static bool forked; /* this process is a fork's child (atomic) */
+
+static void note_forked(void) { __atomic_store_n(&forked, true, __ATOMIC_RELAXED); }
+
+__attribute__((constructor)) static void watch_forks(void)
+{
+    if (pthread_atfork(NULL, NULL, note_forked) != 0)
+        base_log(BASE_LOG_WARN, "interpose: pthread_atfork failed: a free in a forked child may "
+                                "get CUDA's answer rather than cudaErrorNotSupported");
+}
+
+/* LMS_ERR_UNSUPPORTED, said, in a child forked after lms started; else LMS_OK. */
+static lms_status_t refused_in_child(void)
+{
+    void *base;
+    size_t bytes;
+    if (!__atomic_load_n(&forked, __ATOMIC_RELAXED) ||
+        lms_reserved_range(&base, &bytes) != LMS_ERR_UNSUPPORTED)
+        return LMS_OK;
+    return said(LMS_ERR_UNSUPPORTED);
+}
 
 #define REAL(name) ((__typeof__(&name))real_fn(HOOK_##name))
 /* The real call, or `missing` (said once) when CUDA or NCCL has no such function. */
@@ -240,6 +275,9 @@ static cudaError_t hook_cudaFree(void *devPtr)
 {
     if (devPtr == NULL)
         return on_sim() || REAL(cudaFree) == NULL ? cudaSuccess : REAL(cudaFree)(NULL);
+    lms_status_t st = refused_in_child(); /* Note [Frees in a forked child] */
+    if (st != LMS_OK)
+        return rt_error(st);
     if (!interpose_owns(devPtr))
         return REAL(cudaFree) != NULL ? REAL(cudaFree)(devPtr) : cudaErrorInvalidValue;
     graph_forget(devPtr);
@@ -271,6 +309,10 @@ static CUresult hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 static CUresult hook_cuMemFree_v2(CUdeviceptr dptr)
 {
     void *p = (void *)(uintptr_t)dptr;
+    /* Note [Frees in a forked child] */
+    lms_status_t st = dptr != 0 ? refused_in_child() : LMS_OK;
+    if (st != LMS_OK)
+        return drv_error(st);
     if (dptr == 0 || !interpose_owns(p))
         return REAL(cuMemFree_v2) != NULL ? REAL(cuMemFree_v2)(dptr) : CUDA_ERROR_INVALID_VALUE;
     graph_forget(p);
@@ -307,6 +349,10 @@ static CUresult hook_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstrea
 static cudaError_t rt_free_async(void *devPtr, cudaStream_t hStream,
                                  __typeof__(&cudaFreeAsync) real)
 {
+    /* Note [Frees in a forked child] */
+    lms_status_t st = devPtr != NULL ? refused_in_child() : LMS_OK;
+    if (st != LMS_OK)
+        return rt_error(st);
     if (devPtr != NULL && !interpose_owns(devPtr))
         return real != NULL ? real(devPtr, hStream) : cudaErrorInvalidValue;
     return rt_error(said(interpose_free_on(devPtr, hStream)));
@@ -316,6 +362,10 @@ static CUresult drv_free_async(CUdeviceptr dptr, CUstream hStream,
                                __typeof__(&cuMemFreeAsync) real)
 {
     void *p = (void *)(uintptr_t)dptr;
+    /* Note [Frees in a forked child] */
+    lms_status_t st = dptr != 0 ? refused_in_child() : LMS_OK;
+    if (st != LMS_OK)
+        return drv_error(st);
     if (dptr == 0 || !interpose_owns(p))
         return real != NULL ? real(dptr, hStream) : CUDA_ERROR_INVALID_VALUE;
     return drv_error(said(interpose_free_on(p, hStream)));
