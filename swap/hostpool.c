@@ -484,8 +484,10 @@ lms_status_t hostpool_create(const hostpool_config_t *cfg, hostpool_t **out)
     hp->span = reserved + (reserved / piece + 1) * page;
     void *base = mmap(NULL, hp->span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
-        lms_status_t st = base_fail(LMS_ERR_OUT_OF_MEMORY, "hostpool_create: cannot reserve %zu bytes: %s",
-                                    hp->span, strerror(errno));
+        lms_status_t st = base_fail(LMS_ERR_OUT_OF_MEMORY,
+                                    "hostpool_create: cannot reserve %zu bytes of address space "
+                                    "for LMS_HOST_LIMIT=%zu: %s",
+                                    hp->span, cfg->limit, strerror(errno));
         base_meta_free(hp);
         return st;
     }
