@@ -636,9 +636,9 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     size_t chunk = S->chunk = S->dev->info.granularity, free_b, total;
     if ((st = dev_mem_info(S->dev, &free_b, &total)) != LMS_OK)
         goto fail;
-    size_t limit = cfg->device_fraction > 0 ? (size_t)(cfg->device_fraction * (double)total)
-                                            : cfg->device_limit;
-    if (limit == 0)
+    bool by_fraction = cfg->device_fraction > 0;
+    size_t limit = by_fraction ? (size_t)(cfg->device_fraction * (double)total) : cfg->device_limit;
+    if (limit == 0 && !by_fraction) /* not set; a fraction that gives 0 bytes fails below */
         limit = free_b - (free_b / 8 < 512 * BASE_MiB ? free_b / 8 : 512 * BASE_MiB);
     if (limit > free_b) {
         base_log(BASE_LOG_WARN, "LMS_DEVICE_LIMIT=%s is more than the device's free memory (%s); using %s",
@@ -647,8 +647,12 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     }
     S->budget = limit / chunk;
     if (S->budget == 0) {
-        st = base_fail(LMS_ERR_INVALID, "lms_init: the device limit %s is less than one chunk (%s)",
-                       swap_fmt(limit, a), swap_fmt(chunk, b));
+        char what[64];
+        if (by_fraction)
+            snprintf(what, sizeof what, "lms_set_device_fraction(%g)", cfg->device_fraction);
+        st = base_fail(LMS_ERR_INVALID, "lms_init: the device limit %s (%s) is less than one "
+                       "chunk (%s)", swap_fmt(limit, a), by_fraction ? what : "LMS_DEVICE_LIMIT",
+                       swap_fmt(chunk, b));
         goto fail;
     }
     S->host_limit = !cfg->swap      ? 0
@@ -656,8 +660,12 @@ static lms_status_t init_locked(const swap_config_t *cfg)
                                       : default_host_limit(S->dev->info.host_numa_node);
     size_t va = cfg->va_reserve ? cfg->va_reserve : 4 * (S->budget * chunk + S->host_limit);
     va = (va + chunk - 1) / chunk * chunk;
-    if (va < S->budget * chunk)
+    if (va < S->budget * chunk) {
+        base_log(BASE_LOG_WARN, "LMS_VA_RESERVE=%s is less than the device limit (%s); "
+                 "reserving %s", swap_fmt(cfg->va_reserve, a), swap_fmt(S->budget * chunk, b),
+                 b);
         va = S->budget * chunk;
+    }
     if (va / chunk >= UINT32_MAX)
         va = (size_t)(UINT32_MAX - 1) * chunk;
     S->nchunks = va / chunk;
@@ -681,6 +689,10 @@ static lms_status_t init_locked(const swap_config_t *cfg)
      * host. So that much of the host limit is not for allocations. */
     size_t host_chunks = S->host_limit / chunk;
     S->capacity = S->budget + (host_chunks > S->high ? host_chunks - S->high : 0);
+    if (cfg->va_reserve && S->nchunks < S->capacity)
+        base_log(BASE_LOG_WARN, "LMS_VA_RESERVE=%s is less than the room for allocations (%s of "
+                 "the device and host limits): allocations stop at the reserved range",
+                 swap_fmt(va, a), swap_fmt(S->capacity * chunk, b));
     S->flush_bytes = S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
     if ((st = new_stream(0, &S->streams[0])) != LMS_OK)
         goto fail;
@@ -827,7 +839,9 @@ static lms_status_t out_of_memory(size_t size, const char *why)
                      swap_fmt(t.host_bytes, host), swap_fmt(t.host_limit, hlim),
                      S->cfg.swap ? "" : " (LMS_SWAP=0)", swap_fmt(t.pinned_bytes, pin),
                      why ? ": " : "", why ? why : "",
-                     S->cfg.swap ? "Raise LMS_HOST_LIMIT or LMS_DEVICE_LIMIT" : "Raise LMS_DEVICE_LIMIT");
+                     why != NULL && strstr(why, "LMS_VA_RESERVE") ? "Raise LMS_VA_RESERVE"
+                     : S->cfg.swap ? "Raise LMS_HOST_LIMIT or LMS_DEVICE_LIMIT"
+                                   : "Raise LMS_DEVICE_LIMIT");
 }
 
 /* Places size bytes, within the capacity (device plus host chunks: whatever

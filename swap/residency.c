@@ -1057,6 +1057,29 @@ void resid_stop(void)
 
 /* ---- init and teardown ------------------------------------------------------------ */
 
+/* The reclaim watermarks must lie inside the device limit, low below high:
+ * a high watermark past the limit left room for almost nothing (issue 24:
+ * with 1G and 2G on 320 MiB, 64 MiB could be allocated). A bad one is said
+ * and its default used (0). */
+static void check_watermarks(size_t *low, size_t *high)
+{
+    char a[32], b[32], c[32];
+    size_t limit = S->budget * S->chunk;
+    const char *wrong = NULL;
+    if (*low >= limit && *low != 0)
+        wrong = "LMS_RECLAIM_LOW";
+    else if (*high >= limit && *high != 0)
+        wrong = "LMS_RECLAIM_HIGH";
+    else if (*low != 0 && *high != 0 && *low > *high)
+        wrong = "LMS_RECLAIM_LOW above LMS_RECLAIM_HIGH";
+    if (wrong == NULL)
+        return;
+    base_log(BASE_LOG_WARN, "LMS_RECLAIM_LOW=%s, LMS_RECLAIM_HIGH=%s: %s: each must be less "
+             "than the device limit (%s), and low at most high; using the defaults (limit / 32 "
+             "and limit / 16)", swap_fmt(*low, a), swap_fmt(*high, b), wrong, swap_fmt(limit, c));
+    *low = *high = 0;
+}
+
 lms_status_t resid_init(void)
 {
     size_t chunk = S->chunk;
@@ -1069,8 +1092,10 @@ lms_status_t resid_init(void)
     for (size_t c = 0; c < S->nchunks; c++)
         S->ch[c].free = true;
     S->lru_head = S->lru_tail = NO_CHUNK;
-    size_t low = S->cfg.reclaim_low ? S->cfg.reclaim_low / chunk : S->budget / 32;
-    size_t high = S->cfg.reclaim_high ? S->cfg.reclaim_high / chunk : S->budget / 16;
+    size_t low_b = S->cfg.reclaim_low, high_b = S->cfg.reclaim_high;
+    check_watermarks(&low_b, &high_b);
+    size_t low = low_b ? low_b / chunk : S->budget / 32;
+    size_t high = high_b ? high_b / chunk : S->budget / 16;
     S->low = low < 1 ? 1 : low;
     S->high = high <= S->low ? S->low + 1 : high;
     size_t piece = (S->cfg.swap_piece ? S->cfg.swap_piece : PIECE_BYTES) / chunk;

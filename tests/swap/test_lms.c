@@ -202,6 +202,12 @@ Test(lms, a_device_fraction_is_set_before_lms_starts_only)
     cr_assert_eq(total, want, "a quarter of the device's %zu bytes: %zu, want %zu", dev_total, total,
                  want);
     TEST_OK(lms_shutdown());
+    /* issue 24: a fraction that gives less than a chunk fails; it read as
+     * "not set" and gave nearly the whole device */
+    TEST_OK(lms_set_device_fraction(1e-12));
+    TEST_FAILS(LMS_ERR_INVALID, lms_init());
+    cr_assert(strstr(lms_last_error(), "lms_set_device_fraction(1e-12)") != NULL, "%s",
+              lms_last_error());
     TEST_OK(lms_set_device_fraction(0)); /* back to LMS_DEVICE_LIMIT */
 }
 

@@ -685,6 +685,51 @@ Test(swap, the_whole_host_limit_holds_data_when_it_is_not_a_multiple_of_the_pool
     free_all(p, n);
 }
 
+/* Chunks lms_malloc gives before out of memory (all freed again); the
+ * failure's message in oom_message. */
+static char oom_message[1024];
+
+static size_t chunks_that_fit(void)
+{
+    size_t n = 0, cap = 1024;
+    void **p = scratch(cap * sizeof *p);
+    while (n < cap && lms_malloc(&p[n], chunk, NULL) == LMS_OK)
+        n++;
+    snprintf(oom_message, sizeof oom_message, "%s", lms_last_error());
+    for (size_t i = 0; i < n; i++)
+        TEST_OK(lms_free(p[i], NULL));
+    unscratch(p);
+    return n;
+}
+
+/* Issue 24: reclaim watermarks past the device limit (or low above high)
+ * were taken as they were, and the high one, kept free on the device, left
+ * room for almost nothing; an LMS_VA_RESERVE below the room is said at start
+ * and its out of memory names it, not LMS_HOST_LIMIT. */
+Test(swap, bad_watermarks_are_replaced_by_the_defaults_and_a_small_va_reserve_is_named)
+{
+    TEST_OK(lms_shutdown());
+    swap_config_t cfg = config(HOST_CHUNKS, false);
+    const size_t wrong[][2] = {{2 * LIMIT_CHUNKS, 3 * LIMIT_CHUNKS},
+                               {1, LIMIT_CHUNKS},
+                               {4, 3}};
+    for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++) {
+        cfg.reclaim_low = wrong[i][0] * chunk;
+        cfg.reclaim_high = wrong[i][1] * chunk;
+        TEST_OK(swap_init(&cfg));
+        /* the defaults on 8 chunks: low 1, high 2 */
+        cr_assert_eq(chunks_that_fit(), LIMIT_CHUNKS + HOST_CHUNKS - 2,
+                     "low %zu, high %zu chunks", wrong[i][0], wrong[i][1]);
+        TEST_OK(lms_shutdown());
+    }
+    cfg = config(HOST_CHUNKS, false);
+    cfg.va_reserve = 2 * chunk; /* raised to the device limit, 8 chunks */
+    TEST_OK(swap_init(&cfg));
+    cr_assert_eq(chunks_that_fit(), LIMIT_CHUNKS);
+    cr_assert(strstr(oom_message, "Raise LMS_VA_RESERVE") != NULL &&
+              strstr(oom_message, "LMS_HOST_LIMIT") == NULL, "%s", oom_message);
+}
+
 /* Room full (device and host pool): a 4-chunk allocation on the host, all
  * else dirty. Free blocks plus free host slots are always 2 then (with H
  * chunks on the host: H - 6 blocks and 8 - H slots), so the access must
