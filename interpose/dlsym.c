@@ -14,6 +14,17 @@
  * lms's cuGetProcAddress, and through it lms's allocation, launch and copy
  * entry points (Note [Lookups by name] in interpose.c).
  *
+ * A library loaded RTLD_LOCAL (Python's ctypes does so by default) is in
+ * no lookup order lms asks, and lms asks libcuda, libcudart and libnccl by
+ * their usual names only: under any other name (a stand-in, a renamed or
+ * vendored copy) lms had no function to compare found with, and the handle
+ * gave the library's own (issue 24). So the first hooked name a handle
+ * finds that lms has no definition of makes that library one interpose_sym
+ * asks (interpose_sym_library, which holds it loaded), and the answer is
+ * lms's wrapper, calling found. Still the library's own: a second copy of a
+ * library lms already calls (another libcudart than the first loaded),
+ * whose functions differ from the ones lms's wrappers call.
+ *
  * What stays as it was:
  *   - RTLD_DEFAULT and RTLD_NEXT, which depend on who asks: they go to
  *     glibc's dlsym as a tail call, so glibc sees the caller's return

@@ -1082,9 +1082,15 @@ void *interpose_dlsym_answer(const char *symbol, void *found)
 {
     if (found == NULL || symbol == NULL || !enabled())
         return found;
-    for (int i = 0; i < NHOOKS; i++)
-        if (strcmp(hook_name[i], symbol) == 0)
-            return real_fn(i) == found ? hook_wrapper[i] : found;
+    for (int i = 0; i < NHOOKS; i++) {
+        if (strcmp(hook_name[i], symbol) != 0)
+            continue;
+        if (real_fn(i) == NULL) { /* a library loaded locally, under a name lms does not know */
+            interpose_sym_library(found);
+            (void)real_fn(i);
+        }
+        return real_fn(i) == found ? hook_wrapper[i] : found;
+    }
     return found;
 }
 

@@ -100,19 +100,55 @@ static bool ours(const void *f)
            mine.dli_fbase == theirs.dli_fbase;
 }
 
+/* Libraries a lookup on a handle found hooked names in that nothing else
+ * defined (interpose_sym_library): each held loaded by a handle of lms's. */
+#define MAX_FOUND_LIBS 16
+static void *found_libs[MAX_FOUND_LIBS];
+static size_t nfound_libs; /* read with acquire loads; written under found_lock */
+static pthread_mutex_t found_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *sym_in(void *lib, const char *name)
+{
+    void *f = dlsym(lib, name);
+    return f != NULL && !ours(f) ? f : NULL;
+}
+
 void *interpose_sym(const char *name)
 {
     void *f = dlsym(RTLD_NEXT, name);
     for (size_t k = 0; f == NULL && k < sizeof cuda_libs / sizeof *cuda_libs; k++) {
         void *lib = dlopen(cuda_libs[k], RTLD_NOW | RTLD_NOLOAD);
         if (lib != NULL) {
-            f = dlsym(lib, name);
+            f = sym_in(lib, name);
             dlclose(lib); /* whoever loaded it holds it loaded */
-            if (f != NULL && ours(f))
-                f = NULL;
         }
     }
+    size_t n = __atomic_load_n(&nfound_libs, __ATOMIC_ACQUIRE);
+    for (size_t k = 0; f == NULL && k < n; k++)
+        f = sym_in(found_libs[k], name);
     return f;
+}
+
+void interpose_sym_library(void *found)
+{
+    Dl_info info;
+    if (dladdr(found, &info) == 0 || info.dli_fname == NULL || ours(found))
+        return;
+    void *lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD); /* a reference of lms's */
+    if (lib == NULL)
+        return;
+    pthread_mutex_lock(&found_lock);
+    bool known = false;
+    for (size_t k = 0; k < nfound_libs && !known; k++)
+        known = found_libs[k] == lib;
+    if (!known && nfound_libs < MAX_FOUND_LIBS) {
+        found_libs[nfound_libs] = lib;
+        __atomic_store_n(&nfound_libs, nfound_libs + 1, __ATOMIC_RELEASE);
+        lib = NULL; /* kept */
+    }
+    pthread_mutex_unlock(&found_lock);
+    if (lib != NULL)
+        dlclose(lib);
 }
 
 typedef CUresult (*param_info_t)(void *fn, size_t i, size_t *offset, size_t *size);

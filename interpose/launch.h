@@ -93,14 +93,20 @@ lms_status_t interpose_pin_small(void *p, size_t size);
 bool interpose_hooks_live(void);
 
 /* name from the CUDA library that defines it: the process's next definition
- * after liblms.so, else libcuda.so.1's if it is loaded already (the runtime
- * may load it without adding it to the global scope). NULL if neither. */
+ * after liblms.so, else that of a CUDA library loaded locally (libcuda,
+ * libcudart, libnccl by name, or one interpose_sym_library added). NULL if
+ * none. */
 void *interpose_sym(const char *name);
+
+/* Adds the library that defines found (a hooked name a dlsym on a handle
+ * found, with no definition interpose_sym knew) to those interpose_sym asks
+ * (Note [dlsym] in dlsym.c). */
+void interpose_sym_library(void *found);
 
 /* What dlsym answers for symbol, which a library's handle gave as found:
  * lms's wrapper when symbol is hooked, lms is enabled, and found is the
- * function that wrapper calls; found otherwise (interpose.c; Note [dlsym]
- * in dlsym.c). */
+ * function that wrapper calls (or the first definition of the name lms
+ * meets); found otherwise (interpose.c; Note [dlsym] in dlsym.c). */
 void *interpose_dlsym_answer(const char *symbol, void *found);
 
 #endif /* LMS_INTERPOSE_LAUNCH_H */
