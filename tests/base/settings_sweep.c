@@ -212,6 +212,8 @@ static size_t values_of(const option_t *o, value_t *v)
 
 typedef enum {
     EXC_UNREAD, /* the probe never opens the file: an unwritable one goes unsaid */
+    EXC_LATE,   /* lms warns at the start, naming the variable, and a later call that
+                   the value cannot serve fails naming it (the probe exits 4) */
     EXC_KNOWN,  /* a known bug: an expected failure, until it is fixed */
 } exc_kind_t;
 
@@ -222,29 +224,19 @@ typedef struct exception {
     const char *reason;
 } exception_t;
 
-#define BEING_FIXED "TODO issue 24: being fixed in swap/lms.c (or swap/residency.c): "
-
 static const exception_t exceptions[] = {
     {"LMS_TRACE_ACCESSES", NULL, EXC_UNREAD,
      "read by the interposer only (liblms.so preloaded under a CUDA program), which the probe "
      "does not use; a file it cannot write is warned about, naming it, and nothing is traced "
      "(interpose.trace_accesses_full; interpose/trace.c)"},
-    {"LMS_DEVICE_LIMIT", "1", EXC_KNOWN,
-     BEING_FIXED "less than a chunk fails the start with \"the device limit 1 B is less than "
-     "one chunk\", which does not name LMS_DEVICE_LIMIT"},
-    {"LMS_DEVICE_LIMIT", "a page", EXC_KNOWN, BEING_FIXED "as for 1 byte"},
-    {"LMS_VA_RESERVE", "1", EXC_KNOWN,
-     BEING_FIXED "a reserve below the device limit starts, then the first allocation past the "
-     "reserve fails with out of memory (the start should fail naming LMS_VA_RESERVE)"},
-    {"LMS_VA_RESERVE", "a page", EXC_KNOWN, BEING_FIXED "as for 1 byte"},
+    {"LMS_VA_RESERVE", "1", EXC_LATE,
+     "a reserve below the device limit is raised to it, with a warning that allocations stop "
+     "at the reserved range: the probe's allocations past it fail, naming LMS_VA_RESERVE (the "
+     "address space asked for is what runs out)"},
+    {"LMS_VA_RESERVE", "a page", EXC_LATE, "as for 1 byte"},
     {"LMS_VA_RESERVE", "2^63", EXC_KNOWN,
-     BEING_FIXED "the start fails with \"va_reserve: no host memory to track 4294967294 "
-     "blocks\", which does not name LMS_VA_RESERVE"},
-    {"LMS_RECLAIM_LOW", "2^63", EXC_KNOWN,
-     BEING_FIXED "a reclaim mark at or above the device limit is taken: lms starts, then "
-     "cannot swap (out of memory at the device limit, blaming LMS_HOST_LIMIT or "
-     "LMS_DEVICE_LIMIT)"},
-    {"LMS_RECLAIM_HIGH", "2^63", EXC_KNOWN, BEING_FIXED "as for LMS_RECLAIM_LOW"},
+     "TODO issue 24: swap/lms.c (or device/check.c): the start fails with \"va_reserve: no "
+     "host memory to track 4294967294 blocks\", which does not name LMS_VA_RESERVE"},
     {"LMS_SIM_GRANULARITY", "2^63", EXC_KNOWN,
      "TODO issue 24: device/sim.c: the start fails with \"memory ... must be a nonzero "
      "multiple of the granularity ... (LMS_SIM_MEMORY)\", naming LMS_SIM_MEMORY only"},
@@ -455,6 +447,8 @@ static const char *judge(const run_t *r, char *out, const char *err, char *why, 
         return warned ? NULL
                       : (snprintf(why, len, "lms did not start, and the message does not name %s",
                                   o->var), why);
+    if (rc == 4 && warned && e != NULL && e->what == EXC_LATE)
+        return NULL;
     if (rc != 0)
         return snprintf(why, len, "exit %d after lms started", rc), why;
     if (v->class == UNWRITABLE && !warned && !(e != NULL && e->what == EXC_UNREAD))
