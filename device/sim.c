@@ -734,7 +734,7 @@ static lms_status_t check_config(const dev_config_t *cfg)
     if (cfg->sim_memory < g || cfg->sim_memory % g != 0 || cfg->sim_memory / g > UINT32_MAX)
         return base_fail(LMS_ERR_INVALID,
                          "sim: memory %zu must be a nonzero multiple of the granularity %zu "
-                         "(LMS_SIM_MEMORY)",
+                         "(LMS_SIM_MEMORY, LMS_SIM_GRANULARITY)",
                          cfg->sim_memory, g);
     for (int i = 0; i < 2; i++) {
         double gbps = i ? cfg->sim_d2h_gbps : cfg->sim_h2d_gbps;

@@ -670,8 +670,14 @@ static lms_status_t init_locked(const swap_config_t *cfg)
         va = (size_t)(UINT32_MAX - 1) * chunk;
     S->nchunks = va / chunk;
     S->va_size = va;
-    if ((st = dev_va_reserve(S->dev, va, &S->base)) != LMS_OK)
+    if ((st = dev_va_reserve(S->dev, va, &S->base)) != LMS_OK) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", lms_last_error());
+        st = base_fail(st, "lms_init: %s of addresses cannot be reserved (%s): %s", swap_fmt(va, a),
+                       cfg->va_reserve ? "LMS_VA_RESERVE" : "4 x LMS_DEVICE_LIMIT + LMS_HOST_LIMIT",
+                       why);
         goto fail;
+    }
     alloc_config_t ac = {.chunk_size = chunk, .nchunks = S->nchunks,
                          .large_threshold = cfg->large_threshold};
     if (!alloc_large_threshold_ok(chunk, ac.large_threshold)) { /* known only now */

@@ -234,12 +234,6 @@ static const exception_t exceptions[] = {
      "at the reserved range: the probe's allocations past it fail, naming LMS_VA_RESERVE (the "
      "address space asked for is what runs out)"},
     {"LMS_VA_RESERVE", "a page", EXC_LATE, "as for 1 byte"},
-    {"LMS_VA_RESERVE", "2^63", EXC_KNOWN,
-     "TODO issue 24: swap/lms.c (or device/check.c): the start fails with \"va_reserve: no "
-     "host memory to track 4294967294 blocks\", which does not name LMS_VA_RESERVE"},
-    {"LMS_SIM_GRANULARITY", "2^63", EXC_KNOWN,
-     "TODO issue 24: device/sim.c: the start fails with \"memory ... must be a nonzero "
-     "multiple of the granularity ... (LMS_SIM_MEMORY)\", naming LMS_SIM_MEMORY only"},
 };
 
 static const exception_t *exception_for(const char *var, const char *kind)
