@@ -31,7 +31,13 @@
 #include <stdio.h>
 
 #define SIM_NONE UINT32_MAX
-#define SIM_MAX_CHUNKS 0x7fffffffu /* chunk ids stay below: the model tags them with bit 31 */
+#define SIM_MAX_CHUNKS 0x7fffffffu /* a device's chunks stay below: the model tags ids with bit 31 */
+/* What the model can be asked to run (Note [What a trace may ask] in
+ * simulate_trace.c): the chunk ids a workload's tensors may need at once,
+ * a chunk's bytes, and its kernels' times added up. */
+#define SIM_MAX_PLACED (1u << 20)
+#define SIM_MAX_CHUNK_BYTES (1ull << 30)
+#define SIM_MAX_COMPUTE_NS (1ull << 52)
 
 typedef enum sim_mode {
     SIM_READ,      /* r: reads the tensor */

@@ -7,6 +7,26 @@
  * linear probing, deletion by backward shift) and checks that every id it
  * meets is live, or, for an alloc, not. Sizes take K/M/G/T suffixes
  * (binary, base_parse_size).
+ *
+ * Note [What a trace may ask]
+ * A trace is input, and a few lines of it can ask for anything: the reader
+ * refuses, with its FILE:LINE, what the model cannot run rather than
+ * failing inside it (exit 1) or running for minutes.
+ * - Chunks. The model keeps a state per chunk id and ranks the evictable
+ *   ones at every event, so its memory and time grow with the chunks the
+ *   tensors need at once; `chunk 2` and `alloc 1 1G` (40 bytes with a
+ *   kernel) asked for 2^29 of them and 12.5 GB. At most SIM_MAX_PLACED
+ *   (2^20) are live at once: 2 TiB at lms's 2 MiB chunk, more than any
+ *   device the simulator is for times the most oversubscription. A
+ *   chunk is at most SIM_MAX_CHUNK_BYTES (1 GiB).
+ * - Time. The model's clock is uint64_t ns, and UINT64_MAX means "nothing
+ *   due": a kernel of 2^64 - 1 ns wrapped it. The kernels' times add up to
+ *   at most SIM_MAX_COMPUTE_NS (2^52 ns, 52 days), which leaves the link
+ *   and the VMM queue room: a 1 GiB chunk crosses a 25 GB/s link in 43 ms.
+ * - Something to model. A trace whose kernels name no tensor because
+ *   nothing is ever allocated has no chunk for a policy to manage.
+ * - Text. A NUL byte would end the line early, silently: refused.
+ * Ops and accesses are counted in uint32_t: fewer than 2^32 - 1 of each.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -119,6 +139,9 @@ typedef struct reader {
     char **tok; /* the words of the line */
     size_t captok;
     bool header, ops, chunk, device;
+    uint64_t live_chunks; /* of the live tensors, at the chunk size (Note [What a trace may ask]) */
+    uint64_t compute_ns;  /* the kernels' times so far */
+    size_t first_kernel;  /* its line; 0: none yet */
 } reader_t;
 
 static bool fail(reader_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -144,6 +167,12 @@ static bool parse_u64(const char *s, uint64_t *out)
         return false;
     *out = v;
     return true;
+}
+
+/* The chunks a tensor of bytes takes (sim_place's ceil(bytes / chunk)). */
+static uint64_t chunks_of(const reader_t *r, uint64_t bytes)
+{
+    return bytes / r->w->chunk_bytes + (bytes % r->w->chunk_bytes != 0);
 }
 
 static bool parse_layer(reader_t *r, const char *s, int32_t *out)
@@ -181,6 +210,12 @@ static bool read_alloc(reader_t *r, char **tok, int n)
         return false;
     if (idmap_get(&r->ids, id) != SIM_NONE)
         return fail(r, "id %llu is already live", (unsigned long long)id);
+    uint64_t chunks = chunks_of(r, bytes);
+    if (chunks > SIM_MAX_PLACED - r->live_chunks)
+        return fail(r, "the tensors live at once would need more than %u chunks of %llu bytes, "
+                       "the most the simulator models: a larger 'chunk' line, or a smaller trace",
+                    SIM_MAX_PLACED, (unsigned long long)r->w->chunk_bytes);
+    r->live_chunks += chunks;
     if (!idmap_put(&r->ids, id, (uint32_t)r->w->ntensors))
         return fail(r, "no host memory");
     sim_alloc(r->w, bytes, n == 5, layer);
@@ -196,6 +231,7 @@ static bool read_free(reader_t *r, char **tok, int n)
     if (!live_tensor(r, tok[1], &t, &id))
         return false;
     idmap_del(&r->ids, id);
+    r->live_chunks -= chunks_of(r, r->w->tensors[t].bytes);
     sim_free(r->w, t);
     return true;
 }
@@ -218,6 +254,11 @@ static bool read_kernel(reader_t *r, char **tok, int n)
             return fail(r, "a phase is fwd, bwd or opt, not '%s'", tok[4]);
         i = 5;
     }
+    if (ns > SIM_MAX_COMPUTE_NS - r->compute_ns)
+        return fail(r, "the kernels' times add up to more than 2^52 ns (52 days), the most the "
+                       "simulator's clock takes");
+    r->compute_ns += ns;
+    r->first_kernel = r->first_kernel ? r->first_kernel : r->line;
     sim_kernel(r->w, ns, layer, phase);
     for (; i < n; i++) {
         char *colon = strrchr(tok[i], ':');
@@ -228,6 +269,8 @@ static bool read_kernel(reader_t *r, char **tok, int n)
         uint64_t id;
         if (mode == NULL)
             return fail(r, "an access is <id>:r, <id>:w or <id>:o, not '%s'", tok[i]);
+        if (r->w->nacc >= SIM_NONE - 1)
+            return fail(r, "more than 2^32 - 2 accesses");
         *colon = '\0';
         if (!live_tensor(r, tok[i], &t, &id))
             return false;
@@ -243,6 +286,8 @@ static bool read_setting(reader_t *r, char **tok, int n)
     uint64_t v;
     if (n != 2 || !base_parse_size(tok[1], &v) || v == 0)
         return fail(r, "expected '%s <bytes>' with a size of at least one byte", tok[0]);
+    if (chunk && v > SIM_MAX_CHUNK_BYTES)
+        return fail(r, "a chunk of %s bytes: the simulator models chunks of at most 1 GiB", tok[1]);
     if (r->ops)
         return fail(r, "'%s' must come before the first alloc, free, kernel or iteration", tok[0]);
     if (chunk ? r->chunk : r->device)
@@ -290,6 +335,8 @@ static bool read_line(reader_t *r, char *line)
     if (strcmp(tok[0], "chunk") == 0 || strcmp(tok[0], "device") == 0)
         return read_setting(r, tok, n);
     r->ops = true;
+    if (r->w->nops >= SIM_NONE - 1)
+        return fail(r, "more than 2^32 - 2 allocs, frees, kernels and iterations");
     if (strcmp(tok[0], "alloc") == 0)
         return read_alloc(r, tok, n);
     if (strcmp(tok[0], "free") == 0)
@@ -312,14 +359,23 @@ bool sim_trace_read(FILE *f, const char *path, sim_workload_t *w, char *err, siz
     char *line = NULL;
     size_t cap = 0;
     bool ok = true;
-    while (ok && getline(&line, &cap, f) >= 0) {
+    ssize_t len;
+    while (ok && (len = getline(&line, &cap, f)) >= 0) {
         r.line++;
-        ok = read_line(&r, line);
+        const char *nul = memchr(line, '\0', (size_t)len);
+        ok = nul != NULL ? fail(&r, "a NUL byte at column %zu: a trace is text",
+                                     (size_t)(nul - line) + 1)
+                         : read_line(&r, line);
     }
     if (ok && ferror(f))
         ok = fail(&r, "read error: %s", strerror(errno));
     else if (ok && !r.header)
         ok = fail(&r, "empty: a trace starts with 'lms-trace 1'");
+    else if (ok && w->ntensors == 0 && r.first_kernel != 0) {
+        r.line = r.first_kernel;
+        ok = fail(&r, "a kernel, and no alloc in the whole trace: the simulator has no chunk "
+                      "to model");
+    }
     free(line);
     free(r.tok);
     free(r.ids.key);

@@ -117,7 +117,7 @@ typedef struct extents {
     size_t n, cap;
 } extents_t;
 
-static uint32_t place_alloc(extents_t *e, uint32_t n)
+static uint32_t place_alloc(const sim_workload_t *w, extents_t *e, uint32_t n)
 {
     for (size_t i = 0; i < e->n; i++) {
         if (e->r[i].n < n)
@@ -131,7 +131,10 @@ static uint32_t place_alloc(extents_t *e, uint32_t n)
         }
         return first;
     }
-    sim_bad("placement: the tensors live at once need more than 2^31 chunks");
+    /* the reader keeps the chunks live at once below the cap, but first fit
+     * may leave holes (Note [What a trace may ask] in simulate_trace.c) */
+    sim_bad("%s: placing the tensors first fit takes more than %u chunk ids, the most the "
+            "simulator models", w->name, SIM_MAX_PLACED);
 }
 
 static void place_free(extents_t *e, uint32_t first, uint32_t n)
@@ -162,7 +165,7 @@ void sim_place(sim_workload_t *w)
 {
     extents_t e = {0};
     e.r = sim_grow(NULL, &e.cap, 1, sizeof *e.r);
-    e.r[e.n++] = (struct span){0, SIM_MAX_CHUNKS};
+    e.r[e.n++] = (struct span){0, SIM_MAX_PLACED};
     uint32_t top = 0, most = 0;
     bool act = false, layer = false;
     for (size_t j = 0; j < w->nops; j++) {
@@ -170,11 +173,11 @@ void sim_place(sim_workload_t *w)
         if (op->kind == SIM_ALLOC) {
             sim_tensor_t *t = &w->tensors[op->tensor];
             uint64_t n = (t->bytes + w->chunk_bytes - 1) / w->chunk_bytes;
-            if (n > SIM_MAX_CHUNKS)
-                sim_bad("placement: a tensor of %llu bytes is more than 2^31 chunks",
-                        (unsigned long long)t->bytes);
+            if (n > SIM_MAX_PLACED)
+                sim_bad("%s: a tensor of %llu bytes is more than %u chunks, the most the "
+                        "simulator models", w->name, (unsigned long long)t->bytes, SIM_MAX_PLACED);
             t->nchunks = (uint32_t)n;
-            t->first = place_alloc(&e, t->nchunks);
+            t->first = place_alloc(w, &e, t->nchunks);
             top = t->first + t->nchunks > top ? t->first + t->nchunks : top;
             act |= t->act;
         } else if (op->kind == SIM_FREE) {
