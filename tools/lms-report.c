@@ -60,6 +60,8 @@
 #define WINDOW_SPANS 32768        /* spans per activity held for their union */
 #define MAX_STATS 64
 #define TABLE_ALL_ROWS 24         /* more iterations than this: first and last 12 */
+#define MAX_TIME_US 1e15          /* Note [Numbers in range]: 31 years */
+#define MAX_WHOLE 9007199254740992.0 /* 2^53: whole numbers a double holds exactly */
 
 /* Note [Bins]
  * ~~~~~~~~~~~
@@ -94,6 +96,17 @@
  * counted only from that point on, and the report says how many were late.
  * An iteration mark that arrives after spans past it were swept makes the
  * table approximate, and the report says so too.
+ *
+ * Note [Numbers in range]
+ * ~~~~~~~~~~~~~~~~~~~~~~~
+ * JSON numbers are doubles, and a valid file can hold any of them. A time
+ * ("ts", "dur", otherData's duration_us) is at most MAX_TIME_US in
+ * magnitude, 31 years of microseconds: a span with ts = dur = 1e308 ended
+ * at infinity, and bins_cover doubled its width for ever to reach it. A
+ * number kept as an integer ("tid", args.n, args.chunks) is whole and at
+ * most 2^53 in magnitude, so converting it is defined (1e30 was not).
+ * Anything else refuses the file at that value's line and column, as
+ * malformed input is refused.
  */
 
 /* ---- a small JSON scanner: flat objects, one level of nesting and more ---- */
@@ -675,6 +688,24 @@ static const char *need_number(const jvalue_t *v, double *out, bool *has)
     return NULL;
 }
 
+/* A time in microseconds (Note [Numbers in range]). */
+static const char *need_time(const jvalue_t *v, double *out, bool *has)
+{
+    const char *why = need_number(v, out, has);
+    if (why == NULL && fabs(*out) > MAX_TIME_US)
+        return "a time of more than 1e15 us (31 years): not one lms writes";
+    return why;
+}
+
+/* A whole number kept as an integer (Note [Numbers in range]). */
+static const char *need_whole(const jvalue_t *v, double *out, bool *has)
+{
+    const char *why = need_number(v, out, has);
+    if (why == NULL && (fabs(*out) > MAX_WHOLE || *out != floor(*out)))
+        return "expected a whole number of at most 2^53";
+    return why;
+}
+
 static void copy_str(char *dst, size_t cap, const char *src)
 {
     snprintf(dst, cap, "%s", src);
@@ -692,13 +723,13 @@ static const char *visit_event(void *ctx, const char *path, const jvalue_t *v)
         return NULL;
     }
     if (strcmp(path, "ts") == 0)
-        return need_number(v, &e->ts, &e->has_ts);
+        return need_time(v, &e->ts, &e->has_ts);
     if (strcmp(path, "dur") == 0)
-        return need_number(v, &e->dur, &e->has_dur);
+        return need_time(v, &e->dur, &e->has_dur);
     if (strcmp(path, "tid") == 0) {
         double t = 0;
-        const char *why = need_number(v, &t, &e->has_tid);
-        e->tid = (long long)t;
+        const char *why = need_whole(v, &t, &e->has_tid);
+        e->tid = why == NULL ? (long long)t : 0;
         return why;
     }
     if (strncmp(path, "args.", 5) != 0)
@@ -707,13 +738,13 @@ static const char *visit_event(void *ctx, const char *path, const jvalue_t *v)
     if (strcmp(a, "bytes") == 0)
         return need_number(v, &e->bytes, NULL);
     if (strcmp(a, "chunks") == 0)
-        return need_number(v, &e->chunks, NULL);
+        return need_whole(v, &e->chunks, NULL);
     if (strcmp(a, "resident") == 0)
         return need_number(v, &e->resident, &e->has_resident);
     if (strcmp(a, "host") == 0)
         return need_number(v, &e->host, &e->has_host);
     if (strcmp(a, "n") == 0)
-        return need_number(v, &e->n, &e->has_n);
+        return need_whole(v, &e->n, &e->has_n);
     if (strcmp(a, "copied") == 0) {
         if (v->kind != J_BOOL)
             return "expected true or false";
@@ -902,7 +933,9 @@ static const char *visit_tail(void *ctx, const char *path, const jvalue_t *v)
         if (strcmp(k, numbers[i].key) == 0) {
             if (strncmp(k, "link.", 5) == 0)
                 r->has_link = true;
-            return need_number(v, (double *)((char *)r + numbers[i].off), NULL);
+            double *field = (double *)((char *)r + numbers[i].off);
+            return strcmp(k, "duration_us") == 0 ? need_time(v, field, NULL)
+                                                 : need_number(v, field, NULL);
         }
     return NULL;
 }
@@ -1085,14 +1118,10 @@ static int read_one(report_t *r, int *state, jscan_t *js, const char **why)
     }
 }
 
-/* Reads the whole timeline. Returns 0, or 2 after saying why on stderr. */
-static int read_timeline(report_t *r)
+/* Reads the whole timeline from f (named r->path in messages). Returns 0,
+ * or 2 after saying why on stderr. */
+static int read_timeline_from(report_t *r, FILE *f)
 {
-    FILE *f = fopen(r->path, "r");
-    if (f == NULL) {
-        fprintf(stderr, "lms-report: %s: %s\n", r->path, strerror(errno));
-        return 2;
-    }
     char *buf = NULL;
     size_t cap = 0;
     int state = IN_HEAD, rc = 0;
@@ -1134,7 +1163,6 @@ static int read_timeline(report_t *r)
         rc = 2;
     }
     free(buf);
-    fclose(f);
     if (rc != 0)
         return rc;
     r->finished = state == IN_DONE && r->has_other;
@@ -1147,6 +1175,18 @@ static int read_timeline(report_t *r)
         lane_close_run(r, &r->lane[i]);
     }
     return 0;
+}
+
+static int read_timeline(report_t *r)
+{
+    FILE *f = fopen(r->path, "r");
+    if (f == NULL) {
+        fprintf(stderr, "lms-report: %s: %s\n", r->path, strerror(errno));
+        return 2;
+    }
+    int rc = read_timeline_from(r, f);
+    fclose(f);
+    return rc;
 }
 
 /* ---- formatting ---- */
@@ -2006,9 +2046,8 @@ static void report_free(report_t *r)
 }
 
 
-/* Writes the page (or with svg the charts) to out. Returns 0, or 1 after
- * saying why on stderr (and removing what it began to write). */
-static int write_report(report_t *r, const char *out, bool svg)
+/* Writes the page (or with svg the charts) of the timeline read into o. */
+static void write_to(report_t *r, FILE *o, bool svg)
 {
     double run_us = r->t_end;
     if (r->finished && r->duration_us > run_us)
@@ -2016,28 +2055,32 @@ static int write_report(report_t *r, const char *out, bool svg)
     bins_cover(r, run_us);
     view_t v = {0};
     view_make(r, run_us, &v);
-    int rc = 1;
-    FILE *o = fopen(out, "w");
-    if (o == NULL) {
-        fprintf(stderr, "lms-report: %s: %s\n", out, strerror(errno));
-        goto out;
-    }
     if (svg) {
         fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", o);
         write_svg(o, r, &v, true);
     } else {
         write_html(o, r, &v);
     }
+    view_free(&v);
+}
+
+/* Writes the page (or with svg the charts) to out. Returns 0, or 1 after
+ * saying why on stderr (and removing what it began to write). */
+static int write_report(report_t *r, const char *out, bool svg)
+{
+    FILE *o = fopen(out, "w");
+    if (o == NULL) {
+        fprintf(stderr, "lms-report: %s: %s\n", out, strerror(errno));
+        return 1;
+    }
+    write_to(r, o, svg);
     if (ferror(o) | (fclose(o) != 0)) {
         fprintf(stderr, "lms-report: %s: could not write it\n", out);
         remove(out);
-        goto out;
+        return 1;
     }
     printf("%s\n", out);
-    rc = 0;
-out:
-    view_free(&v);
-    return rc;
+    return 0;
 }
 
 static void usage(FILE *o)

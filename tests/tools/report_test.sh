@@ -9,8 +9,8 @@
 #     (each in an element with a stable id and a data- attribute), and a
 #     fixture changed on purpose shows different ones;
 #   - a cut run is read and said not to have finished; a malformed line in
-#     the middle, a file that is not a timeline, an empty and a missing file
-#     are refused with exit status 2, the file and line on stderr, and no
+#     the middle, numbers out of range, a file that is not a timeline, an
+#     empty and a missing file are refused with exit status 2, the file and line on stderr, and no
 #     output written.
 set -eu
 report=${1:?usage: report_test.sh path/to/lms-report fixtures-dir work-dir}
@@ -178,6 +178,19 @@ sed '12s/.*/{"name":"h2d","cat":"copy","ph":"X","ts":1000,"pid":7,"tid":1,"args"
 refused "$work/nodur.json" 'nodur.json:12: a span ("ph":"X") without "dur"'
 sed '9s/}},$/}} {"name":"x"},/' "$fixtures/finished.json" >"$work/two.json"
 refused "$work/two.json" "two.json:9:[0-9]*: not one event"
+# Numbers a double holds but lms never writes (issue 24, bug 6; Note
+# [Numbers in range]): a span ending at 1e308 + 1e308 us (infinity, which
+# hung the reader), and a tid or an iteration's n of 1e30 (an undefined
+# conversion to an integer)
+sed '12s/.*/{"name":"h2d","cat":"copy","ph":"X","ts":1e308,"dur":1e308,"pid":7,"tid":1,"args":{"bytes":1}},/' \
+    "$fixtures/finished.json" >"$work/huge_ts.json"
+refused "$work/huge_ts.json" 'huge_ts.json:12:[0-9]*: a time of more than 1e15 us'
+sed '12s/.*/{"name":"kernel","cat":"compute","ph":"X","ts":1,"dur":1,"pid":7,"tid":1e30},/' \
+    "$fixtures/finished.json" >"$work/huge_tid.json"
+refused "$work/huge_tid.json" 'huge_tid.json:12:[0-9]*: expected a whole number of at most 2^53'
+sed '12s/.*/{"name":"iteration","cat":"mark","ph":"i","s":"p","ts":1,"pid":7,"tid":3,"args":{"n":1e30}},/' \
+    "$fixtures/finished.json" >"$work/huge_n.json"
+refused "$work/huge_n.json" 'huge_n.json:12:[0-9]*: expected a whole number of at most 2^53'
 printf '{"displayTimeUnit":"ms","traceEvents":[]}\n' >"$work/other.json"
 refused "$work/other.json" 'other.json:1: not an lms timeline'
 : >"$work/empty.json"
