@@ -54,6 +54,13 @@
  *   the source at once, out of stream order, which could be before lms's
  *   fetch of it has landed. When such a copy reads lms's memory, the hook
  *   waits for the stream (lms_stream_synchronize) before CUDA is called.
+ *   That wait is a call into lms, which ends the access window (lms.h:
+ *   resident until the thread's next call into lms), so the hook then
+ *   makes the ranges resident again, held until CUDA has the copy
+ *   (fuzz_access found them evicted and unmapped before it). A chunk
+ *   evicted during the wait is fetched again by that second access, and
+ *   the copy is then after that fetch only in stream order: lms has no
+ *   wait on the host that keeps the window open.
  *   The program has said that no earlier work of the stream touches that
  *   memory, so the wait costs time, not correctness; those orders are for
  *   host sources, for which nothing waits.
@@ -103,11 +110,15 @@ typedef struct touches {
 #define TOUCHES(t) touches_t t = {.r = t.inline_r, .cap = INLINE_RANGES}
 
 /* Notes that the call touches [ptr, ptr + bytes) (bytes may be UNKNOWN),
- * if that is lms's memory. */
+ * if that is lms's memory. A range past the end of the address space is
+ * an extent that cannot be known: its last byte would wrap round. */
 static void touch(touches_t *t, const void *ptr, size_t bytes, lms_access_mode_t mode)
 {
+    uintptr_t last;
     if (bytes == 0 || !interpose_owns(ptr))
         return;
+    if (__builtin_add_overflow((uintptr_t)ptr, bytes - 1, &last))
+        bytes = UNKNOWN;
     if (t->n == t->cap) {
         size_t cap = 2 * t->cap;
         lms_range_t *r = malloc(cap * sizeof *r);
@@ -159,14 +170,14 @@ static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s, 
     return st;
 }
 
-/* Makes t's ranges resident on the lms stream adopted for `stream`. */
-static lms_status_t run(touches_t *t, void *stream)
+/* Makes t's ranges resident on the lms stream adopted for `stream`, as
+ * run does, without writing them to LMS_TRACE_ACCESSES's trace. */
+static lms_status_t make_resident(touches_t *t, void *stream)
 {
     if (t->no_memory)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for the ranges of a call");
     if (t->n == 0)
         return LMS_OK;
-    trace_access(t->r, t->n);
     if (graph_capturing(stream)) /* Note [Graph capture] in graph.c */
         return run_whole(t, stream, NULL, true);
     lms_stream_t s;
@@ -181,6 +192,14 @@ static lms_status_t run(touches_t *t, void *stream)
             return st;
     }
     return run_whole(t, stream, s, false);
+}
+
+/* Makes t's ranges resident on the lms stream adopted for `stream`. */
+static lms_status_t run(touches_t *t, void *stream)
+{
+    if (!t->no_memory && t->n > 0)
+        trace_access(t->r, t->n);
+    return make_resident(t, stream);
 }
 
 /* ---- extents --------------------------------------------------------------------- */
@@ -615,7 +634,9 @@ static bool legacy(void *stream, bool per_thread)
 }
 
 /* Makes a batch's ranges resident; then, if a copy may read lms's memory
- * out of stream order (`wait`), waits for the stream. */
+ * out of stream order (`wait`), waits for the stream, and makes them
+ * resident again, since the wait ended the access window (Note [Batched
+ * copies]). */
 static lms_status_t run_batch(touches_t *t, void *stream, bool wait)
 {
     lms_status_t st = run(t, stream);
@@ -625,6 +646,8 @@ static lms_status_t run_batch(touches_t *t, void *stream, bool wait)
             (st = lms_stream_synchronize(s)) == LMS_ERR_INVALID &&
             (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
             st = lms_stream_synchronize(s);
+        if (st == LMS_OK)
+            st = make_resident(t, stream);
     }
     touches_clear(t);
     return st;
