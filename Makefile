@@ -8,6 +8,7 @@
 #                  then again under AddressSanitizer + UBSan (build/asan), and
 #                  the threads-on-the-default-stream stress under
 #                  ThreadSanitizer (build/tsan)
+#   make test-fuzz the fuzz targets (tests/fuzz/) under libFuzzer, a minute each (build/fuzz; skipped without clang)
 #   make test-gpu  the same suites on the cuda backend (label gpu); each skips,
 #                  with the reason, when there is no CUDA device
 #   make stress    the swap stress (tests/swap/stress.c), 10^6 operations at
@@ -35,8 +36,8 @@ ifneq ($(LMS_JEMALLOC_TARBALL),)
 JEMALLOC = $(abspath $(LMS_JEMALLOC_TARBALL))
 endif
 
-.PHONY: all deps jemalloc build demo test test-sim test-asan test-gpu stress tsan-build test-tsan \
-	test-tsan-stream clean
+.PHONY: all deps jemalloc build demo test test-sim test-asan test-fuzz test-gpu stress tsan-build \
+	test-tsan test-tsan-stream clean
 
 all: build
 
@@ -69,7 +70,7 @@ demo: build
 	@echo "its report:             $(abspath $(DEMO))/report.html"
 	@echo "every step as JSON:     $(abspath $(DEMO))/train.jsonl"
 
-test: test-sim test-asan test-tsan-stream
+test: test-sim test-asan test-tsan-stream test-fuzz
 
 test-sim: build
 	$(CTEST) --test-dir $(BUILD) -LE gpu
@@ -81,6 +82,9 @@ test-asan: jemalloc
 		>$(ASAN)/configure.log 2>&1 || { cat $(ASAN)/configure.log; exit 1; }
 	@cmake --build $(ASAN) -j$(JOBS)
 	$(CTEST) --test-dir $(ASAN) -LE gpu
+
+test-fuzz: jemalloc
+	@JOBS=$(JOBS) sh tests/fuzz/run.sh $(BUILD)/fuzz "$(JEMALLOC)"
 
 test-gpu: build
 	$(CTEST) --test-dir $(BUILD) -L gpu

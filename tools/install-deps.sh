@@ -4,7 +4,14 @@
 # The CUDA toolkit is not a Debian package here: it is looked for at
 # /usr/local/cuda, and without it lms builds the sim backend only.
 set -eu
-PKGS="cmake make gcc pkg-config libnuma-dev libcriterion-dev"
+# clang with its runtime, whose libFuzzer `make test-fuzz` links: Debian's
+# clang only recommends libclang-rt-N-dev, N being the version of clang it
+# depends on (unknown here until apt's lists are there; then resolved anew)
+clang_rt() {
+    apt-cache depends clang 2>/dev/null |
+        sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/libclang-rt-\1-dev/p' | head -n 1
+}
+PKGS="cmake make gcc pkg-config libnuma-dev libcriterion-dev clang $(clang_rt)"
 
 command -v dpkg-query >/dev/null 2>&1 || {
     echo "install-deps: not a Debian system; make sure these are installed: $PKGS" >&2
@@ -26,5 +33,9 @@ fi
 echo "install-deps: installing$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
+case "$missing $PKGS" in
+*libclang-rt-*) ;;
+*) missing="$missing $(clang_rt)" ;;
+esac
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null
