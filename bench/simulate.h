@@ -88,6 +88,12 @@ typedef struct sim_workload {
     bool hints;          /* some tensor is an activation and some kernel has a layer */
 } sim_workload_t;
 
+/* The chunks a tensor of bytes takes: ceil(bytes / chunk), without overflow. */
+static inline uint64_t sim_chunks_of(const sim_workload_t *w, uint64_t bytes)
+{
+    return bytes / w->chunk_bytes + (bytes % w->chunk_bytes != 0);
+}
+
 /* ---- the program's exits and memory (simulate.c) ---------------------------- */
 
 /* "bench/simulate: message" on stderr, then exit status 1 (a failure of

@@ -169,12 +169,6 @@ static bool parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
-/* The chunks a tensor of bytes takes (sim_place's ceil(bytes / chunk)). */
-static uint64_t chunks_of(const reader_t *r, uint64_t bytes)
-{
-    return bytes / r->w->chunk_bytes + (bytes % r->w->chunk_bytes != 0);
-}
-
 static bool parse_layer(reader_t *r, const char *s, int32_t *out)
 {
     uint64_t v;
@@ -210,7 +204,7 @@ static bool read_alloc(reader_t *r, char **tok, int n)
         return false;
     if (idmap_get(&r->ids, id) != SIM_NONE)
         return fail(r, "id %llu is already live", (unsigned long long)id);
-    uint64_t chunks = chunks_of(r, bytes);
+    uint64_t chunks = sim_chunks_of(r->w, bytes);
     if (chunks > SIM_MAX_PLACED - r->live_chunks)
         return fail(r, "the tensors live at once would need more than %u chunks of %llu bytes, "
                        "the most the simulator models: a larger 'chunk' line, or a smaller trace",
@@ -231,7 +225,7 @@ static bool read_free(reader_t *r, char **tok, int n)
     if (!live_tensor(r, tok[1], &t, &id))
         return false;
     idmap_del(&r->ids, id);
-    r->live_chunks -= chunks_of(r, r->w->tensors[t].bytes);
+    r->live_chunks -= sim_chunks_of(r->w, r->w->tensors[t].bytes);
     sim_free(r->w, t);
     return true;
 }

@@ -172,7 +172,7 @@ void sim_place(sim_workload_t *w)
         const sim_op_t *op = &w->ops[j];
         if (op->kind == SIM_ALLOC) {
             sim_tensor_t *t = &w->tensors[op->tensor];
-            uint64_t n = (t->bytes + w->chunk_bytes - 1) / w->chunk_bytes;
+            uint64_t n = sim_chunks_of(w, t->bytes);
             if (n > SIM_MAX_PLACED)
                 sim_bad("%s: a tensor of %llu bytes is more than %u chunks, the most the "
                         "simulator models", w->name, (unsigned long long)t->bytes, SIM_MAX_PLACED);

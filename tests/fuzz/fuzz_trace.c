@@ -83,7 +83,7 @@ static void run(sim_workload_t *w)
 {
     uint64_t all = 0;
     for (size_t i = 0; i < w->ntensors; i++)
-        all += w->tensors[i].bytes / w->chunk_bytes + (w->tensors[i].bytes % w->chunk_bytes != 0);
+        all += sim_chunks_of(w, w->tensors[i].bytes);
     if (all > FUZZ_MAX_CHUNKS)
         return;
     sim_place(w);
