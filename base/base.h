@@ -91,7 +91,7 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(reclaim_low, size, "0", NULL,                                                          \
       "the reclaim thread evicts when free device memory falls below this; 0 = limit / 32") \
     X(reclaim_high, size, "0", NULL,                                                         \
-      "and stops once this much is free; 0 = limit / 16")                                  \
+      "and stops once this much is free; 0 = limit / 16, at least low + 1 chunk")           \
     X(thread_cache, size, "1MiB", NULL,                                                      \
       "small freed memory each thread keeps for its own reuse, lock-free; 0 = none")       \
     X(swap_piece, size, "0", NULL,                                                            \

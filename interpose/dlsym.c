@@ -23,7 +23,9 @@
  * asks (interpose_sym_library, which holds it loaded), and the answer is
  * lms's wrapper, calling found. Still the library's own: a second copy of a
  * library lms already calls (another libcudart than the first loaded),
- * whose functions differ from the ones lms's wrappers call.
+ * whose functions differ from the ones lms's wrappers call. The risk taken:
+ * a shim loaded locally whose hooked functions call the global definition
+ * (lms's wrapper) again would recurse; a CUDA library calls its own.
  *
  * What stays as it was:
  *   - RTLD_DEFAULT and RTLD_NEXT, which depend on who asks: they go to

@@ -193,6 +193,9 @@ HIDDEN extern pthread_mutex_t swap_lock;
 
 /* lms.c */
 HIDDEN bool swap_grow(void **array, size_t *cap, size_t need, size_t elem);
+/* Whether the live allocation at offset holds a pinned range (Note [Pin
+ * records] in lms.c). Lock held. */
+HIDDEN bool swap_pinned_at(size_t offset);
 HIDDEN lms_status_t swap_event(dev_event_t **out);
 HIDDEN void swap_recycle_event(dev_event_t *e);
 HIDDEN void swap_wait_unlocked(dev_event_t *e);

@@ -225,18 +225,27 @@ void swap_recycle_event(dev_event_t *e)
     }
 }
 
+/* A thread that will wait on events with the lock dropped: until as many
+ * waiters_leave, no collected event is re-recorded (swap_recycle_event). */
+static void waiters_enter(void) { S->waiters++; }
+
+static void waiters_leave(void)
+{
+    if (--S->waiters == 0)
+        while (S->nretired > 0)
+            swap_recycle_event(S->retired[--S->nretired]);
+}
+
 /* Waits for e with the lock dropped (the caller holds it, and must look up
  * whatever it held pointers to again afterwards). */
 void swap_wait_unlocked(dev_event_t *e)
 {
     dev_device_t *dev = S->dev;
-    S->waiters++;
+    waiters_enter();
     pthread_mutex_unlock(&swap_lock);
     (void)dev_event_synchronize(dev, e); /* an error shows again in the next query */
     pthread_mutex_lock(&swap_lock);
-    if (--S->waiters == 0)
-        while (S->nretired > 0)
-            swap_recycle_event(S->retired[--S->nretired]);
+    waiters_leave();
 }
 
 /* Waits until the default stream has finished what was queued when the
@@ -281,7 +290,11 @@ lms_status_t swap_sync_released(void)
  * sorted; lms_unpin needs a record of exactly its range. An allocation
  * whose memory is released (or taken again by its stream) while pinned
  * loses its records and their chunk pins then: the free of pinned memory
- * unpins it, once the work queued before the free is done.
+ * unpins it, once the work queued before the free is done. The thread
+ * caches, which reuse a freed slot without the lock, must never hold one:
+ * while any range is pinned (tc_pin_records) frees take the locked path,
+ * and there a pinned allocation's free is queued, not cached
+ * (tc_free_locked, swap_pinned_at).
  */
 
 /* The index of the first record at or after (offset, bytes). */
@@ -310,6 +323,16 @@ static void unpin_released(size_t offset, size_t size)
         resid_unpin(S->pinrecs[j].offset, S->pinrecs[j].bytes, S->pinrecs[j].count);
     memmove(&S->pinrecs[i], &S->pinrecs[j], (S->npinrecs - j) * sizeof *S->pinrecs);
     S->npinrecs -= j - i;
+    __atomic_store_n(&tc_pin_records, S->npinrecs, __ATOMIC_RELAXED);
+}
+
+bool swap_pinned_at(size_t offset)
+{
+    size_t base, size;
+    if (S->npinrecs == 0 || alloc_find(S->alloc, offset, &base, &size) != LMS_OK)
+        return false;
+    size_t i = pin_index(base, 0);
+    return i < S->npinrecs && S->pinrecs[i].offset < base + size;
 }
 
 static void release_entry(pending_t *p)
@@ -371,8 +394,13 @@ static void wait_for_fences(void)
     for (size_t i = 0; i < S->nstreams && n < 64; i++)
         if (S->streams[i] != NULL && S->streams[i]->nfences > 0)
             newest[n++] = S->streams[i]->fences[S->streams[i]->nfences - 1].event;
+    /* one waiter throughout: between two waits another thread may collect
+     * the next event, which must stay retired, not re-recorded, until this
+     * thread has waited on it too */
+    waiters_enter();
     for (size_t i = 0; i < n; i++)
         swap_wait_unlocked(newest[i]);
+    waiters_leave();
 }
 
 /* A pending entry of s that an allocation of size may take over; the
@@ -487,6 +515,7 @@ static void destroy_state(void)
     base_meta_free(S->events);
     base_meta_free(S->retired);
     base_meta_free(S->pinrecs);
+    __atomic_store_n(&tc_pin_records, 0, __ATOMIC_RELAXED);
     alloc_destroy(S->alloc);
     base_meta_free(S);
     S = NULL;
@@ -641,7 +670,8 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     if (limit == 0 && !by_fraction) /* not set; a fraction that gives 0 bytes fails below */
         limit = free_b - (free_b / 8 < 512 * BASE_MiB ? free_b / 8 : 512 * BASE_MiB);
     if (limit > free_b) {
-        base_log(BASE_LOG_WARN, "LMS_DEVICE_LIMIT=%s is more than the device's free memory (%s); using %s",
+        base_log(BASE_LOG_WARN, "%s=%s is more than the device's free memory (%s); using %s",
+                 by_fraction ? "lms_set_device_fraction's limit" : "LMS_DEVICE_LIMIT",
                  swap_fmt(limit, a), swap_fmt(free_b, b), b);
         limit = free_b;
     }
@@ -658,7 +688,11 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     S->host_limit = !cfg->swap      ? 0
                     : cfg->host_limit ? cfg->host_limit
                                       : default_host_limit(S->dev->info.host_numa_node);
-    size_t va = cfg->va_reserve ? cfg->va_reserve : 4 * (S->budget * chunk + S->host_limit);
+    size_t dev_b = S->budget * chunk, room = S->host_limit > SIZE_MAX - dev_b ? SIZE_MAX
+                                                                               : dev_b + S->host_limit;
+    size_t va = cfg->va_reserve ? cfg->va_reserve : room > SIZE_MAX / 4 ? SIZE_MAX : 4 * room;
+    if (va / chunk >= UINT32_MAX) /* first: rounding up must not wrap */
+        va = (size_t)(UINT32_MAX - 1) * chunk;
     va = (va + chunk - 1) / chunk * chunk;
     if (va < S->budget * chunk) {
         base_log(BASE_LOG_WARN, "LMS_VA_RESERVE=%s is less than the device limit (%s); "
@@ -666,8 +700,6 @@ static lms_status_t init_locked(const swap_config_t *cfg)
                  b);
         va = S->budget * chunk;
     }
-    if (va / chunk >= UINT32_MAX)
-        va = (size_t)(UINT32_MAX - 1) * chunk;
     S->nchunks = va / chunk;
     S->va_size = va;
     if ((st = dev_va_reserve(S->dev, va, &S->base)) != LMS_OK) {
@@ -863,7 +895,9 @@ static lms_status_t place(size_t size, size_t *offset)
     if (u.used_chunks > S->capacity) {
         alloc_chunks_t freed;
         alloc_unplace(S->alloc, *offset, &freed);
-        return LMS_ERR_OUT_OF_MEMORY; /* the caller writes the message */
+        /* the caller writes the message; this one only replaces an older
+         * one, which the caller reads for the reason */
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "beyond the device and host limits");
     }
     resid_placed(used);
     if (!S->cfg.swap && used.n > 0) { /* a hard limit: backed now, like cudaMalloc */
@@ -1411,6 +1445,7 @@ lms_status_t lms_pin(const void *ptr, size_t bytes)
             memmove(&S->pinrecs[i + 1], &S->pinrecs[i], (S->npinrecs - i) * sizeof *S->pinrecs);
             S->pinrecs[i] = (pin_record_t){offset, bytes, 1};
             S->npinrecs++;
+            __atomic_store_n(&tc_pin_records, S->npinrecs, __ATOMIC_RELAXED);
         }
     }
     leave();
@@ -1437,6 +1472,7 @@ lms_status_t lms_unpin(const void *ptr, size_t bytes)
         if (--S->pinrecs[i].count == 0) {
             memmove(&S->pinrecs[i], &S->pinrecs[i + 1], (S->npinrecs - i - 1) * sizeof *S->pinrecs);
             S->npinrecs--;
+            __atomic_store_n(&tc_pin_records, S->npinrecs, __ATOMIC_RELAXED);
         }
     }
     leave();

@@ -1057,21 +1057,19 @@ void resid_stop(void)
 
 /* ---- init and teardown ------------------------------------------------------------ */
 
-/* The reclaim watermarks must lie inside the device limit, low below high:
- * a high watermark past the limit left room for almost nothing (issue 24:
- * with 1G and 2G on 320 MiB, 64 MiB could be allocated). A bad one is said
- * and its default used (0). */
+/* The reclaim watermarks must lie inside the device limit, and low at most
+ * high when both are set: a high watermark past the limit left room for
+ * almost nothing (issue 24: with 1G and 2G on 320 MiB, 64 MiB could be
+ * allocated). Bad ones are said and both defaults used (0). One set alone
+ * moves the other's default: high is at least low + 1 chunk (resid_init). */
 static void check_watermarks(size_t *low, size_t *high)
 {
     char a[32], b[32], c[32];
     size_t limit = S->budget * S->chunk;
-    const char *wrong = NULL;
-    if (*low >= limit && *low != 0)
-        wrong = "LMS_RECLAIM_LOW";
-    else if (*high >= limit && *high != 0)
-        wrong = "LMS_RECLAIM_HIGH";
-    else if (*low != 0 && *high != 0 && *low > *high)
-        wrong = "LMS_RECLAIM_LOW above LMS_RECLAIM_HIGH";
+    const char *wrong = *low >= limit && *low != 0               ? "LMS_RECLAIM_LOW"
+                        : *high >= limit && *high != 0           ? "LMS_RECLAIM_HIGH"
+                        : *low != 0 && *high != 0 && *low > *high ? "low above high"
+                                                                 : NULL;
     if (wrong == NULL)
         return;
     base_log(BASE_LOG_WARN, "LMS_RECLAIM_LOW=%s, LMS_RECLAIM_HIGH=%s: %s: each must be less "

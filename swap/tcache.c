@@ -63,6 +63,7 @@
 
 uint64_t swap_epoch = 1;
 size_t tc_small_max; /* atomic: the largest request any cache serves (0: none yet) */
+size_t tc_pin_records;
 __thread tcache_t *tc_self;
 static pthread_key_t exit_key;
 static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
@@ -194,7 +195,9 @@ bool tc_free_locked(void *ptr, lms_stream_t stream)
         (void)flush_bin(t, b, TC_BIN / 2);
     if (t->bytes + b->slot > t->limit)
         (void)flush_all(t);
-    return tc_free(ptr, stream); /* false if a flush failed: the caller queues it */
+    if (swap_pinned_at(off))
+        return false; /* queued: its pins go when its memory is released */
+    return tc_free_unpinned(ptr, stream); /* false if a flush failed: the caller queues it */
 }
 
 void tc_ran_dry(size_t size)

@@ -38,6 +38,7 @@ typedef struct tcache {
 } tcache_t;
 
 HIDDEN extern size_t tc_small_max;     /* atomic: the largest request any cache serves */
+HIDDEN extern size_t tc_pin_records;   /* atomic: S->npinrecs (Note [Pin records] in lms.c) */
 HIDDEN extern __thread tcache_t *tc_self; /* the calling thread's cache, or NULL */
 
 static inline bool keyed_here(const tcache_t *t, lms_stream_t stream)
@@ -73,7 +74,8 @@ static inline bool tc_malloc(void **ptr, size_t size, lms_stream_t stream)
     return true;
 }
 
-static inline bool tc_free(void *ptr, lms_stream_t stream)
+/* tc_free, with the pin records already looked at (tc_free_locked). */
+static inline bool tc_free_unpinned(void *ptr, lms_stream_t stream)
 {
     tcache_t *t = tc_self;
     if (!keyed_here(t, stream) || *t->window != 0)
@@ -100,6 +102,15 @@ static inline bool tc_free(void *ptr, lms_stream_t stream)
     b->n++;
     t->bytes += b->slot;
     return true;
+}
+
+/* While anything is pinned, frees take the locked path: a pinned allocation
+ * must not reach the cache, where its reuse would keep its pins (Note [Pin
+ * records] in lms.c). */
+static inline bool tc_free(void *ptr, lms_stream_t stream)
+{
+    return __atomic_load_n(&tc_pin_records, __ATOMIC_RELAXED) == 0 &&
+           tc_free_unpinned(ptr, stream);
 }
 
 static inline bool tc_lookup(const void *ptr, void **base, size_t *size)

@@ -730,6 +730,21 @@ Test(swap, bad_watermarks_are_replaced_by_the_defaults_and_a_small_va_reserve_is
               strstr(oom_message, "LMS_HOST_LIMIT") == NULL, "%s", oom_message);
 }
 
+/* The reason an out of memory gives is this call's: a request larger than
+ * the reserved range said "LMS_VA_RESERVE", and a later one that met the
+ * limits repeated that advice (the message left from before). */
+Test(swap, an_out_of_memory_names_its_own_reason)
+{
+    restart(LIMIT_CHUNKS, false);
+    void *q = NULL;
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, lms_malloc(&q, 1000 * chunk, NULL));
+    cr_assert(strstr(lms_last_error(), "LMS_VA_RESERVE") != NULL, "%s", lms_last_error());
+    size_t n = chunks_that_fit();
+    cr_assert_eq(n, room_chunks());
+    cr_assert(strstr(oom_message, "Raise LMS_HOST_LIMIT or LMS_DEVICE_LIMIT") != NULL &&
+              strstr(oom_message, "LMS_VA_RESERVE") == NULL, "%s", oom_message);
+}
+
 /* Room full (device and host pool): a 4-chunk allocation on the host, all
  * else dirty. Free blocks plus free host slots are always 2 then (with H
  * chunks on the host: H - 6 blocks and 8 - H slots), so the access must
@@ -978,6 +993,26 @@ Test(swap, an_unpin_must_name_a_range_that_was_pinned)
     char *q = must_malloc(2 * chunk);
     TEST_FAILS(LMS_ERR_INVALID, lms_unpin(q, chunk));
     TEST_OK(lms_free(q, NULL));
+}
+
+/* From a review of the fix above: a free through the thread cache kept the
+ * pins (the cached slot, reused, was still pinned, and its new owner could
+ * unpin what it never pinned). While anything is pinned, a pinned
+ * allocation's free is queued, and its pins go with its memory. */
+Test(swap, a_pinned_small_allocation_freed_and_reused_keeps_no_pins)
+{
+    void *p = must_malloc(1000), *r = must_malloc(1000);
+    TEST_OK(lms_pin(p, 1000));
+    TEST_OK(lms_free(p, NULL));
+    TEST_OK(lms_stream_synchronize(NULL));
+    cr_assert_eq(test_stats().pinned_bytes, 0, "the free took p's pin");
+    void *q = must_malloc(1000);
+    TEST_FAILS(LMS_ERR_INVALID, lms_unpin(q, 1000));
+    TEST_OK(lms_pin(q, 1000));
+    TEST_OK(lms_free(q, NULL));
+    TEST_OK(lms_stream_synchronize(NULL));
+    cr_assert_eq(test_stats().pinned_bytes, 0);
+    TEST_OK(lms_free(r, NULL));
 }
 
 /* ---- frees ------------------------------------------------------------------ */
