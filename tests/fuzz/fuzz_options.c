@@ -32,6 +32,8 @@
 #define base_meta_free fuzz_meta_free
 #include "base/options.c"
 
+extern char **environ;
+
 static _Alignas(16) char arena[1 << 20];
 static size_t arena_used;
 
@@ -140,18 +142,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *save = NULL;
     for (char *line = strtok_r(input, "\n", &save); line != NULL && n < 64;
          line = strtok_r(NULL, "\n", &save)) {
-        char *eq = strchr(line, '=');
-        if (strncmp(line, "LMS_", 4) != 0 || eq == NULL)
-            continue;
-        *eq = '\0';
-        if (setenv(line, eq + 1, 1) == 0)
+        /* putenv, not setenv: glibc keeps every string setenv was given */
+        if (strncmp(line, "LMS_", 4) == 0 && strchr(line, '=') != NULL && putenv(line) == 0)
             names[n++] = line;
     }
     arena_used = 0;
     parse_all();
     check_options();
-    for (size_t i = 0; i < n; i++)
-        unsetenv(names[i]);
+    for (size_t i = 0; i < n; i++) {
+        /* a copy of the name: the string itself is the environment's entry */
+        char *name = strndup(names[i], (size_t)(strchr(names[i], '=') - names[i]));
+        FUZZ_CHECK(name != NULL, "no memory");
+        unsetenv(name);
+        free(name);
+    }
+    for (char **e = environ; *e != NULL; e++)
+        FUZZ_CHECK(*e < input || *e > input + size, "left in the environment: %s", *e);
     free(input);
     return 0;
 }
