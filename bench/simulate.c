@@ -533,6 +533,8 @@ static void parse_option(options_t *o, const char *opt, const char *v)
             sim_bad("--both-factor is at most 1");
     } else { /* --map-us */
         o->cfg.map_us = parse_double(opt, v, 0);
+        if (o->cfg.map_us > 1e9) /* its ns are a uint64_t of the model's clock */
+            sim_bad("--map-us is at most 1e9 (1000 s a chunk), not '%s'", v);
     }
 }
 
