@@ -219,10 +219,10 @@ static bool same(const event_t *a, const event_t *b)
  * period found, say one launch repeated, commits at every event). */
 static lms_status_t commit(policy_t *p, size_t from)
 {
-    const event_t *ev = p->cur + from;
     size_t nev = p->ncur - from;
     if (nev == 0)
-        return LMS_OK;
+        return LMS_OK; /* before any access p->cur is NULL: no pointer formed from it */
+    const event_t *ev = p->cur + from;
     bool repeats = p->start != NULL && nev == p->nsched;
     for (size_t i = 0; repeats && i < nev; i++)
         repeats = same(&ev[i], &p->sched[i]);

@@ -9,26 +9,6 @@
 # where the inputs of fixed bugs are kept), as CTest's fuzz.NAME.
 option(LMS_FUZZ "build the fuzz targets for libFuzzer (clang; make test-fuzz)" OFF)
 set(fuzz_dir ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
-if(LMS_FUZZ)
-  # The top-level CMakeLists.txt gives lms_objects -mtls-dialect=gnu2 for any
-  # GNU or Clang compiler, and clang knows it only from version 19: without
-  # it here, the fuzz build's lms_core uses the default TLS dialect.
-  include(CheckCCompilerFlag)
-  check_c_compiler_flag(-mtls-dialect=gnu2 lms_cc_tls_dialect)
-  get_target_property(lms_objects_options lms_objects COMPILE_OPTIONS)
-  if(NOT lms_cc_tls_dialect AND lms_objects_options)
-    list(REMOVE_ITEM lms_objects_options -mtls-dialect=gnu2)
-    set_target_properties(lms_objects PROPERTIES COMPILE_OPTIONS "${lms_objects_options}")
-  endif()
-  # Found by fuzz_trace (issue 24), in a file this work does not own:
-  # policy_mark_iteration before any access forms p->cur + 0 with p->cur
-  # NULL in commit() (policy/policy.c), which clang's UBSan reports
-  # (pointer-overflow; harmless in practice, and gcc's does not report it).
-  # Left out of the fuzz build's checks of that file until commit() returns
-  # before forming the pointer; then remove this.
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/policy/policy.c DIRECTORY ${CMAKE_SOURCE_DIR}
-                              PROPERTIES COMPILE_OPTIONS -fno-sanitize=pointer-overflow)
-endif()
 
 # lms_fuzz(NAME SOURCES... [LIBS libraries...]): fuzz_NAME from fuzz_NAME.c
 function(lms_fuzz name)
