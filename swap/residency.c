@@ -1743,8 +1743,13 @@ static void prefetch(void)
             break;
         evict = r + 1 > evict ? r + 1 : evict;
     }
-    if (evict > 0) /* ranked[0 .. evict): MIN's, for these and the demands before them */
+    if (evict > 0) { /* ranked[0 .. evict): MIN's, for these and the demands before them */
         evict_ranked(m, evict, true, TIMELINE_BY_PREFETCH, &st);
+        /* the reclaim thread settles these copies as they end, and then
+         * fetches what waits for their blocks: no access may come to do it
+         * (up to its 50 ms sleep, seen in bench/swap; issue 24) */
+        pthread_cond_signal(&S->wake);
+    }
     size_t now = ok < n ? ok : n;
     now = now < unmapped_blocks() ? now : unmapped_blocks(); /* the rest once evicted */
     if (now > 0) {
