@@ -637,6 +637,9 @@ static void register_fork_handlers(void)
                                 "the child's lms locked");
 }
 
+/* The most address space lms reserves: x86-64's user half (4-level pages). */
+#define VA_MAX ((size_t)1 << 47)
+
 static lms_status_t init_locked(const swap_config_t *cfg)
 {
     char a[32], b[32], c[32];
@@ -688,10 +691,24 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     S->host_limit = !cfg->swap      ? 0
                     : cfg->host_limit ? cfg->host_limit
                                       : default_host_limit(S->dev->info.host_numa_node);
-    size_t dev_b = S->budget * chunk, room = S->host_limit > SIZE_MAX - dev_b ? SIZE_MAX
-                                                                               : dev_b + S->host_limit;
-    size_t va = cfg->va_reserve ? cfg->va_reserve : room > SIZE_MAX / 4 ? SIZE_MAX : 4 * room;
-    if (va / chunk >= UINT32_MAX) /* first: rounding up must not wrap */
+    /* Pinned host memory is the machine's: a limit beyond it cannot be met,
+     * and 4 x it as the default reserve asked for tables of billions of
+     * chunks (LMS_HOST_LIMIT=2^63, the settings sweep) */
+    size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
+    if (S->host_limit > ram) {
+        st = base_fail(LMS_ERR_INVALID, "lms_init: LMS_HOST_LIMIT=%s is more than this machine's "
+                       "memory (%s)", swap_fmt(S->host_limit, a), swap_fmt(ram, b));
+        goto fail;
+    }
+    if (cfg->va_reserve > VA_MAX) {
+        st = base_fail(LMS_ERR_INVALID, "lms_init: LMS_VA_RESERVE=%s is more than lms reserves "
+                       "(%s, the user address space of x86-64)", swap_fmt(cfg->va_reserve, a),
+                       swap_fmt(VA_MAX, b));
+        goto fail;
+    }
+    size_t room = S->budget * chunk + S->host_limit; /* each at most VA_MAX-ish: no wrap */
+    size_t va = cfg->va_reserve ? cfg->va_reserve : 4 * room < VA_MAX ? 4 * room : VA_MAX;
+    if (va / chunk >= UINT32_MAX) /* chunk ids are 32 bits (a sim of 4 KiB blocks) */
         va = (size_t)(UINT32_MAX - 1) * chunk;
     va = (va + chunk - 1) / chunk * chunk;
     if (va < S->budget * chunk) {
