@@ -916,12 +916,19 @@ static size_t elems(size_t n, ncclDataType_t d, size_t ranks)
     return b;
 }
 
-/* The communicator's size; 0 if NCCL does not say. */
+/* The communicator's size; 0 if NCCL does not say. ncclCommCount is looked
+ * up on first use by whichever thread gets there: threads that race store the
+ * same answer, and the release/acquire pair lets a reader use what another
+ * thread found (a plain static was a data race, issue 25). */
 static size_t ranks_of(ncclComm_t comm)
 {
-    static ncclResult_t (*count)(const ncclComm_t, int *);
-    if (count == NULL)
-        count = (ncclResult_t(*)(const ncclComm_t, int *))interpose_sym("ncclCommCount");
+    typedef ncclResult_t (*count_fn)(const ncclComm_t, int *);
+    static count_fn found;
+    count_fn count = __atomic_load_n(&found, __ATOMIC_ACQUIRE);
+    if (count == NULL) {
+        count = (count_fn)interpose_sym("ncclCommCount");
+        __atomic_store_n(&found, count, __ATOMIC_RELEASE);
+    }
     int n;
     return count != NULL && count(comm, &n) == ncclSuccess && n > 0 ? (size_t)n : 0;
 }
