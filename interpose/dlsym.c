@@ -31,8 +31,17 @@
  *   - RTLD_DEFAULT and RTLD_NEXT, which depend on who asks: they go to
  *     glibc's dlsym as a tail call, so glibc sees the caller's return
  *     address as its own (this file is built with -O2 whatever the build
- *     type: at -O0 the compiler makes no tail calls, and tests/interpose
- *     checks that RTLD_NEXT still means "after the caller");
+ *     type: at -O0 the compiler makes no tail calls). C cannot demand a
+ *     tail call (GCC 12 has no musttail), so two tests fail when the
+ *     compiler makes a call instead: interpose.dlsym_tail_call finds the
+ *     indirect jump in liblms.so's dlsym (tests/interpose/
+ *     check_tail_call.sh), and interpose.launch checks that RTLD_NEXT from
+ *     the probe still means "after the probe" (both checked failing with
+ *     -fno-optimize-sibling-calls, issue 25). Answering RTLD_NEXT without
+ *     glibc (the caller's object by dladdr, then the objects after it) was
+ *     not taken: glibc searches the caller's loader's scope in its own
+ *     order, skips what was loaded RTLD_LOCAL, and applies symbol versions,
+ *     none of which dl_iterate_phdr and dlsym per object reproduce;
  *   - lookups made by liblms.so itself (the cuda backend takes the real
  *     cuGetProcAddress_v2 with dlsym);
  *   - everything with LMS_ENABLE=0, and names that are not hooked;
