@@ -559,9 +559,25 @@ static void print_stats(const lms_stats_t *t)
                 (unsigned long long)t->launches_unknown);
 }
 
+/* The lock for an atexit handler of setting `what`. Another thread may be
+ * inside lms at exit, or stopped in it for good holding the lock: it is
+ * waited for a second at most, else false, saying what is `left` undone. */
+static bool lock_at_exit(const char *what, const char *left)
+{
+    for (int tries = 0; pthread_mutex_trylock(&swap_lock) != 0; tries++) {
+        if (tries == 1000) {
+            base_log(BASE_LOG_WARN, "%s: another thread was inside lms at exit: %s", what, left);
+            return false;
+        }
+        usleep(1000);
+    }
+    return true;
+}
+
 static void stats_at_exit(void)
 {
-    pthread_mutex_lock(&swap_lock);
+    if (!lock_at_exit("LMS_STATS", "no stats are printed"))
+        return;
     if (S != NULL && S->cfg.stats_at_exit) {
         lms_stats_t t;
         resid_stats(&t);
@@ -574,19 +590,12 @@ static void stats_at_exit(void)
 static void register_stats_at_exit(void) { atexit(stats_at_exit); }
 
 /* At exit with lms still running, the timeline ends with the stats of then
- * (work still on the device is not in it). Another thread may be inside
- * lms: it is waited for a second at most, else the file is left
- * unfinished, as by a crash. */
+ * (work still on the device is not in it); without the lock (lock_at_exit)
+ * the file is left unfinished, as by a crash. */
 static void timeline_at_exit(void)
 {
-    for (int tries = 0; pthread_mutex_trylock(&swap_lock) != 0; tries++) {
-        if (tries == 1000) {
-            base_log(BASE_LOG_WARN, "LMS_TRACE: another thread was inside lms at exit: the "
-                                    "timeline is left unfinished");
-            return;
-        }
-        usleep(1000);
-    }
+    if (!lock_at_exit("LMS_TRACE", "the timeline is left unfinished"))
+        return;
     if (S != NULL && timeline_on) {
         lms_stats_t t;
         final_stats(&t);

@@ -1065,3 +1065,31 @@ Test(lms, a_driver_failure_while_backing_returns_it_and_loses_nothing)
     check_usable(rest, free_b, 90);
     check_usable(keep, chunk, 77);
 }
+
+/* ---- issue 25: the bugs a close reading found ---- */
+
+/* LMS_STATS=1 printed the stats at exit with a blocking lock: a process
+ * whose other thread was inside lms when main returned never ended. The
+ * child starts lms with the stats at exit, has another thread take lms's
+ * lock for good, and exits; in_child's alarm (10 s) kills a hung exit. */
+static int exits_while_another_thread_is_inside_lms(void *unused)
+{
+    (void)unused;
+    swap_config_t cfg = small_config();
+    cfg.stats_at_exit = true;
+    if (swap_init(&cfg) != LMS_OK)
+        return 1;
+    static locker_t l; /* never released: the thread is inside lms at exit */
+    pthread_t t;
+    pthread_create(&t, NULL, hold_lock, &l);
+    while (atomic_load(&l.state) != 1)
+        usleep(100);
+    exit(0); /* the atexit handlers run */
+}
+
+Test(lms, with_stats_at_exit_a_process_ends_while_another_thread_is_inside_lms, .timeout = 60)
+{
+    TEST_OK(lms_shutdown());
+    fflush(NULL); /* the child's exit flushes its copy of the buffers */
+    in_child(exits_while_another_thread_is_inside_lms, NULL, "exit with LMS_STATS=1");
+}
