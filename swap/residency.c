@@ -1022,17 +1022,36 @@ static void *reclaim_main(void *arg)
             timeline_tick();
         if (S->evicting > 0 && S->xfers[1] != NULL && wait_oldest(SIZE_MAX) == LMS_OK)
             continue;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 50 * 1000 * 1000;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = swap_deadline(50 * 1000 * 1000);
         pthread_cond_timedwait(&S->wake, &swap_lock, &until);
     }
     pthread_mutex_unlock(&swap_lock);
     return NULL;
+}
+
+/* Timed waits on the condition variables here run on CLOCK_MONOTONIC: a
+ * deadline on the wall clock moved with it, and a step back of the clock
+ * (NTP, an administrator) stalled the reclaim thread for as long. */
+static int cond_init_monotonic(pthread_cond_t *c)
+{
+    pthread_condattr_t attr;
+    int err = pthread_condattr_init(&attr);
+    if (err != 0)
+        return err;
+    if ((err = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)) == 0)
+        err = pthread_cond_init(c, &attr);
+    pthread_condattr_destroy(&attr);
+    return err;
+}
+
+struct timespec swap_deadline(uint64_t ns)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t nsec = (uint64_t)t.tv_nsec + ns % 1000000000u;
+    t.tv_sec += (time_t)(ns / 1000000000u + nsec / 1000000000u);
+    t.tv_nsec = (long)(nsec % 1000000000u);
+    return t;
 }
 
 void resid_start(void)
@@ -1098,7 +1117,7 @@ lms_status_t resid_init(void)
     S->high = high <= S->low ? S->low + 1 : high;
     size_t piece = (S->cfg.swap_piece ? S->cfg.swap_piece : PIECE_BYTES) / chunk;
     S->piece = piece < 1 ? 1 : piece > MAX_RUN ? MAX_RUN : piece;
-    if (pthread_cond_init(&S->wake, NULL) != 0 || pthread_cond_init(&S->unheld, NULL) != 0)
+    if (cond_init_monotonic(&S->wake) != 0 || cond_init_monotonic(&S->unheld) != 0)
         return base_fail(LMS_ERR_SYSTEM, "lms_init: pthread_cond_init failed");
     lms_status_t st = dev_stream_create(S->dev, DEV_PRIORITY_HIGH, &S->h2d);
     if (st == LMS_OK && (st = dev_stream_create(S->dev, DEV_PRIORITY_HIGH, &S->d2h)) != LMS_OK) {
@@ -1348,13 +1367,7 @@ static lms_status_t no_room(const char *op, size_t need)
 /* Waits, lock dropped, up to 1 ms for another thread to close its window. */
 static void wait_for_holds(void)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 1000 * 1000;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = swap_deadline(1000 * 1000);
     S->hold_waiters++;
     pthread_cond_timedwait(&S->unheld, &swap_lock, &until);
     S->hold_waiters--;

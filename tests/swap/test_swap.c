@@ -15,11 +15,13 @@
  * The random multi-threaded stress and its ThreadSanitizer run are in
  * tests/swap/stress.c (a plain program: Criterion cannot run under TSan).
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -2212,4 +2214,26 @@ Test(swap, mark_iteration_needs_no_setup)
     TEST_OK(lms_shutdown());
     TEST_OK(lms_mark_iteration()); /* initializes lms, like every call */
     TEST_OK(lms_mark_iteration()); /* an empty iteration keeps what there is */
+}
+
+/* ---- issue 25: the bugs a close reading found ------------------------------ */
+
+/* Timed waits took their deadlines from CLOCK_REALTIME, so a step of the
+ * wall clock stalled the reclaim thread. Their deadlines come from one
+ * helper now, on CLOCK_MONOTONIC, the clock residency's condition variables
+ * wait on. (Stepping the real clock is not possible in a test.) */
+Test(swap, timed_waits_have_monotonic_deadlines)
+{
+    const uint64_t waits[] = {0, 1000 * 1000, 50 * 1000 * 1000, 999999999, 2500000000u};
+    for (size_t i = 0; i < sizeof waits / sizeof *waits; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        struct timespec d = swap_deadline(waits[i]);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        uint64_t at = (uint64_t)d.tv_sec * 1000000000u + (uint64_t)d.tv_nsec;
+        cr_assert(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+        cr_assert(at >= (uint64_t)t0.tv_sec * 1000000000u + (uint64_t)t0.tv_nsec + waits[i] &&
+                      at <= (uint64_t)t1.tv_sec * 1000000000u + (uint64_t)t1.tv_nsec + waits[i],
+                  "%llu ns from now", (unsigned long long)waits[i]);
+    }
 }
