@@ -385,21 +385,24 @@ static lms_status_t collect_all(bool fence_first, bool wait)
 }
 
 /* Waits, with the lock dropped, for the newest fence of every stream (a
- * stream's fences complete in order). The events stay out of reuse meanwhile
- * (recycle_event). Errors are left for the collect that follows. */
+ * stream's fences complete in order), 64 streams' at a time. The events stay
+ * out of reuse meanwhile (recycle_event). Errors are left for the collect
+ * that follows. */
 static void wait_for_fences(void)
 {
-    dev_event_t *newest[64];
-    size_t n = 0;
-    for (size_t i = 0; i < S->nstreams && n < 64; i++)
-        if (S->streams[i] != NULL && S->streams[i]->nfences > 0)
-            newest[n++] = S->streams[i]->fences[S->streams[i]->nfences - 1].event;
     /* one waiter throughout: between two waits another thread may collect
      * the next event, which must stay retired, not re-recorded, until this
      * thread has waited on it too */
     waiters_enter();
-    for (size_t i = 0; i < n; i++)
-        swap_wait_unlocked(newest[i]);
+    for (size_t from = 0; from < S->nstreams;) { /* slots may come and go between batches */
+        dev_event_t *newest[64];
+        size_t n = 0;
+        for (; from < S->nstreams && n < 64; from++)
+            if (S->streams[from] != NULL && S->streams[from]->nfences > 0)
+                newest[n++] = S->streams[from]->fences[S->streams[from]->nfences - 1].event;
+        for (size_t i = 0; i < n; i++)
+            swap_wait_unlocked(newest[i]);
+    }
     waiters_leave();
 }
 

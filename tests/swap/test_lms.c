@@ -1093,3 +1093,63 @@ Test(lms, with_stats_at_exit_a_process_ends_while_another_thread_is_inside_lms, 
     fflush(NULL); /* the child's exit flushes its copy of the buffers */
     in_child(exits_while_another_thread_is_inside_lms, NULL, "exit with LMS_STATS=1");
 }
+
+/* wait_for_fences took the newest fence of the first 64 streams only: a
+ * malloc that needed the memory freed on the 70th stream gave up (OOM)
+ * while that stream's work was still running. Here 69 streams free a small
+ * allocation each behind a gate that opens in 200 ms, and the 70th frees
+ * half the limit behind one that opens a second later: the malloc needs
+ * the 70th's memory and must wait for it. */
+static atomic_int late_gate;
+
+static void late_gate_wait(void *unused)
+{
+    (void)unused;
+    while (!atomic_load(&late_gate))
+        usleep(1000);
+}
+
+static void *open_gates_later(void *unused)
+{
+    (void)unused;
+    usleep(200 * 1000);
+    test_gate_open();
+    usleep(1000 * 1000);
+    atomic_store(&late_gate, 1);
+    return NULL;
+}
+
+Test(lms, a_malloc_that_must_wait_waits_for_the_fences_of_more_than_64_streams, .timeout = 120)
+{
+    enum { N = 70, HALF = LIMIT_CHUNKS / 2 };
+    swap_config_t cfg = small_config();
+    cfg.thread_cache = 0; /* small frees go to their streams, fenced */
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+    dev_device_t *dev = swap_device();
+    lms_stream_t x[N];
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        TEST_OK(lms_stream_create(&x[i]));
+        p[i] = must_malloc(i < N - 1 ? 256 : HALF * chunk, x[i]);
+    }
+    test_gate_close();
+    atomic_store(&late_gate, 0);
+    for (int i = 0; i < N; i++) {
+        TEST_OK(dev_host_func(dev, swap_stream(x[i]), i < N - 1 ? test_gate_wait : late_gate_wait,
+                              NULL));
+        TEST_OK(lms_free(p[i], x[i]));
+    }
+    pthread_t opener;
+    pthread_create(&opener, NULL, open_gates_later, NULL);
+    /* more than is free while the 70th stream's half is held */
+    void *q = NULL;
+    lms_status_t st = lms_malloc(&q, (HALF + 1) * chunk, NULL);
+    bool late = atomic_load(&late_gate);
+    pthread_join(opener, NULL);
+    cr_assert_eq(st, LMS_OK, "%s", lms_last_error());
+    cr_assert(late, "the malloc returned before the 70th stream's work could run");
+    TEST_OK(lms_free(q, NULL));
+    for (int i = 0; i < N; i++)
+        TEST_OK(lms_stream_destroy(x[i]));
+}
