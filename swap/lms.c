@@ -888,7 +888,13 @@ lms_status_t lms_shutdown(void)
 
 /* ---- allocation -------------------------------------------------------------- */
 
-static lms_status_t out_of_memory(size_t size, const char *why)
+/* Why a placement found no room: the device and host limits are taken, or
+ * the reserved address range has no run of free chunks large enough. */
+typedef enum no_room { NO_ROOM_IN_LIMITS, NO_ROOM_IN_RANGE } no_room_t;
+
+/* The out of memory of lms_malloc(size), saying what is allocated and
+ * which setting to raise for `where`, and why (alloc/'s message) if set. */
+static lms_status_t out_of_memory(size_t size, no_room_t where, const char *why)
 {
     alloc_usage_t u;
     alloc_usage(S->alloc, &u);
@@ -906,27 +912,30 @@ static lms_status_t out_of_memory(size_t size, const char *why)
                      swap_fmt(t.host_bytes, host), swap_fmt(t.host_limit, hlim),
                      S->cfg.swap ? "" : " (LMS_SWAP=0)", swap_fmt(t.pinned_bytes, pin),
                      why ? ": " : "", why ? why : "",
-                     why != NULL && strstr(why, "LMS_VA_RESERVE") ? "Raise LMS_VA_RESERVE"
+                     where == NO_ROOM_IN_RANGE ? "Raise LMS_VA_RESERVE"
                      : S->cfg.swap ? "Raise LMS_HOST_LIMIT or LMS_DEVICE_LIMIT"
                                    : "Raise LMS_DEVICE_LIMIT");
 }
 
 /* Places size bytes, within the capacity (device plus host chunks: whatever
- * is allocated must have somewhere to be); on failure nothing changed. */
-static lms_status_t place(size_t size, size_t *offset)
+ * is allocated must have somewhere to be); on failure nothing changed. Out
+ * of memory says where there was no room (the caller writes the message;
+ * alloc/'s, when the range had none, says why). */
+static lms_status_t place(size_t size, size_t *offset, no_room_t *where)
 {
     alloc_chunks_t used;
+    *where = NO_ROOM_IN_LIMITS;
     lms_status_t st = alloc_place(S->alloc, size, offset, &used);
-    if (st != LMS_OK)
+    if (st != LMS_OK) { /* alloc.h: no free run large enough */
+        *where = NO_ROOM_IN_RANGE;
         return st;
+    }
     alloc_usage_t u;
     alloc_usage(S->alloc, &u);
     if (u.used_chunks > S->capacity) {
         alloc_chunks_t freed;
         alloc_unplace(S->alloc, *offset, &freed);
-        /* the caller writes the message; this one only replaces an older
-         * one, which the caller reads for the reason */
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "beyond the device and host limits");
+        return LMS_ERR_OUT_OF_MEMORY;
     }
     resid_placed(used);
     if (!S->cfg.swap && used.n > 0) { /* a hard limit: backed now, like cudaMalloc */
@@ -971,6 +980,7 @@ static lms_status_t malloc_locked(void **ptr, size_t size, lms_stream_t stream)
         goto out;
     tc_ran_dry(size);
     size_t offset = 0, index = 0;
+    no_room_t where = NO_ROOM_IN_LIMITS;
     deque_t *d = reusable(s, size, &index);
     if (d != NULL) { /* the fast path: this stream's own freed space */
         offset = dq_at(d, index)->offset;
@@ -993,7 +1003,7 @@ static lms_status_t malloc_locked(void **ptr, size_t size, lms_stream_t stream)
         lms_status_t collected = collect_all(attempt > 0, false);
         while (attempt > 0 && alloc_trim_one(S->alloc)) { /* kept empty slabs' addresses */
         }
-        st = place(size, &offset);
+        st = place(size, &offset, &where);
         if (st == LMS_ERR_OUT_OF_MEMORY && collected != LMS_OK)
             st = collected; /* the reason more could not be freed */
         if (st != LMS_ERR_OUT_OF_MEMORY)
@@ -1002,8 +1012,7 @@ static lms_status_t malloc_locked(void **ptr, size_t size, lms_stream_t stream)
     if (st == LMS_OK)
         *ptr = (void *)(uintptr_t)(S->base + offset);
     else if (st == LMS_ERR_OUT_OF_MEMORY)
-        st = out_of_memory(size, lms_last_error()[0] && strstr(lms_last_error(), "LMS_VA_RESERVE")
-                                     ? lms_last_error() : NULL);
+        st = out_of_memory(size, where, where == NO_ROOM_IN_RANGE ? lms_last_error() : NULL);
 out:
     leave();
     return st;
