@@ -1374,6 +1374,8 @@ static lms_status_t access_pointers(const char *op, const void *const *ptrs, boo
 {
     if ((ptrs == NULL || (per_pointer && modes == NULL)) && n > 0)
         return base_fail(LMS_ERR_INVALID, "%s: NULL %s list", op, ptrs == NULL ? "pointer" : "mode");
+    if (n > SIZE_MAX / sizeof(lms_range_t)) /* its ranges' size would wrap */
+        return base_fail(LMS_ERR_INVALID, "%s: %zu pointers is more than any list holds", op, n);
     for (size_t i = 0; i < n && per_pointer; i++)
         if (modes[i] < LMS_READ || modes[i] > LMS_OVERWRITE)
             return base_fail(LMS_ERR_INVALID, "%s: pointer %zu: %d is not an access mode", op, i,

@@ -2237,3 +2237,35 @@ Test(swap, timed_waits_have_monotonic_deadlines)
                   "%llu ns from now", (unsigned long long)waits[i]);
     }
 }
+
+/* n * sizeof(lms_range_t) was not checked: SIZE_MAX / 2 asked the host for
+ * a wrapped, huge size (LMS_ERR_OUT_OF_MEMORY), and SIZE_MAX / 24 + 1 for 8
+ * bytes, after which the pointers were read up to n (here into a page that
+ * cannot be read: SIGSEGV) and the ranges written past those 8 bytes. */
+Test(swap, access_pointers_with_a_count_whose_ranges_overflow_fails_and_changes_nothing)
+{
+    void *p = must_malloc(chunk);
+    fill(p, chunk, 3);
+    void **others = chunks_filled(LIMIT_CHUNKS, 4); /* p goes to the host */
+    long page = sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    cr_assert_neq(m, MAP_FAILED);
+    cr_assert_eq(mprotect(m + page, (size_t)page, PROT_NONE), 0);
+    const void **ptrs = (const void **)(void *)(m + page) - 2; /* then the unreadable page */
+    ptrs[0] = ptrs[1] = p;
+    lms_access_mode_t *modes = (lms_access_mode_t *)(void *)(m + page) - 2;
+    modes[0] = modes[1] = LMS_READ;
+    lms_stats_t s0 = test_settled_stats();
+    const size_t counts[] = {SIZE_MAX / 2, SIZE_MAX / sizeof(lms_range_t) + 1, SIZE_MAX};
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        TEST_FAILS(LMS_ERR_INVALID, lms_access_pointers(ptrs, counts[i], LMS_READ, NULL));
+        TEST_FAILS(LMS_ERR_INVALID, lms_access_pointers_modes(ptrs, modes, counts[i], NULL));
+    }
+    lms_stats_t s1 = test_settled_stats();
+    expect_unchanged(&s0, &s1);
+    munmap(m, 2 * (size_t)page);
+    EXPECT_FILLED(p, chunk, 3);
+    free_all(others, LIMIT_CHUNKS);
+    TEST_OK(lms_free(p, NULL));
+}
