@@ -139,6 +139,7 @@ typedef struct state {
     size_t holds_total;           /* of all chunks */
     size_t hold_waiters;          /* threads waiting for holds to end */
     pthread_cond_t unheld;
+    bool wake_made, unheld_made;  /* wake and unheld are initialized (resid_destroy) */
     size_t low, high;             /* reclaim watermarks, in blocks */
     size_t piece;                 /* chunks remapped and copied as one step (Note [Pipelined swaps]) */
     policy_t *policy;             /* what to evict and fetch ahead (NULL with LMS_SWAP=0) */

@@ -1117,7 +1117,9 @@ lms_status_t resid_init(void)
     S->high = high <= S->low ? S->low + 1 : high;
     size_t piece = (S->cfg.swap_piece ? S->cfg.swap_piece : PIECE_BYTES) / chunk;
     S->piece = piece < 1 ? 1 : piece > MAX_RUN ? MAX_RUN : piece;
-    if (cond_init_monotonic(&S->wake) != 0 || cond_init_monotonic(&S->unheld) != 0)
+    S->wake_made = cond_init_monotonic(&S->wake) == 0;
+    S->unheld_made = S->wake_made && cond_init_monotonic(&S->unheld) == 0;
+    if (!S->unheld_made)
         return base_fail(LMS_ERR_SYSTEM, "lms_init: pthread_cond_init failed");
     lms_status_t st = dev_stream_create(S->dev, DEV_PRIORITY_HIGH, &S->h2d);
     if (st == LMS_OK && (st = dev_stream_create(S->dev, DEV_PRIORITY_HIGH, &S->d2h)) != LMS_OK) {
@@ -1169,8 +1171,10 @@ void resid_destroy(void)
     base_meta_free(S->cached_pos);
     base_meta_free(S->cached);
     base_meta_free(S->ch);
-    pthread_cond_destroy(&S->wake);
-    pthread_cond_destroy(&S->unheld);
+    if (S->wake_made) /* a start that failed before resid_init made them: not */
+        pthread_cond_destroy(&S->wake);
+    if (S->unheld_made)
+        pthread_cond_destroy(&S->unheld);
 }
 
 /* ---- placement and frees --------------------------------------------------------- */

@@ -2269,3 +2269,69 @@ Test(swap, access_pointers_with_a_count_whose_ranges_overflow_fails_and_changes_
     free_all(others, LIMIT_CHUNKS);
     TEST_OK(lms_free(p, NULL));
 }
+
+/* pthread_cond_init and pthread_cond_destroy, watched while cond_watch is
+ * set: a destroy of a condition variable that no init made (in the watch)
+ * is counted. The test executable's definitions take the place of libc's,
+ * which they call. */
+static atomic_int cond_watch;
+static pthread_mutex_t cond_seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static const void *cond_made[1024];
+static size_t ncond_made;
+static atomic_int cond_bad_destroys;
+
+int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *attr)
+{
+    int (*real)(pthread_cond_t *, const pthread_condattr_t *) =
+        (int (*)(pthread_cond_t *, const pthread_condattr_t *))dlsym(RTLD_NEXT, "pthread_cond_init");
+    int r = real(c, attr);
+    if (r == 0 && atomic_load(&cond_watch)) {
+        pthread_mutex_lock(&cond_seen_lock);
+        if (ncond_made < sizeof cond_made / sizeof *cond_made)
+            cond_made[ncond_made++] = c;
+        pthread_mutex_unlock(&cond_seen_lock);
+    }
+    return r;
+}
+
+int pthread_cond_destroy(pthread_cond_t *c)
+{
+    int (*real)(pthread_cond_t *) = (int (*)(pthread_cond_t *))dlsym(RTLD_NEXT,
+                                                                     "pthread_cond_destroy");
+    if (atomic_load(&cond_watch)) {
+        pthread_mutex_lock(&cond_seen_lock);
+        size_t i = 0;
+        while (i < ncond_made && cond_made[i] != c)
+            i++;
+        if (i == ncond_made)
+            atomic_fetch_add(&cond_bad_destroys, 1);
+        else
+            cond_made[i] = cond_made[--ncond_made];
+        pthread_mutex_unlock(&cond_seen_lock);
+    }
+    return real(c);
+}
+
+/* resid_destroy destroyed the reclaim thread's condition variables even
+ * when the start had failed before resid_init made them (a device limit of
+ * less than a chunk fails there): undefined behaviour, harmless on glibc
+ * only because the state is zeroed. */
+Test(swap, a_start_that_fails_before_residency_destroys_no_condition_variable_it_never_made)
+{
+    TEST_OK(lms_shutdown());
+    swap_config_t cfg = config(HOST_CHUNKS, false);
+    cfg.device_limit = 1; /* less than a chunk */
+    atomic_store(&cond_watch, 1);
+    lms_status_t st = swap_init(&cfg);
+    atomic_store(&cond_watch, 0);
+    cr_assert_eq(st, LMS_ERR_INVALID, "%s", lms_last_error());
+    cr_assert_eq(atomic_load(&cond_bad_destroys), 0,
+                 "%d condition variables destroyed that were never initialized",
+                 atomic_load(&cond_bad_destroys));
+    cfg.device_limit = LIMIT_CHUNKS * chunk; /* and a start that works makes and destroys both */
+    atomic_store(&cond_watch, 1);
+    TEST_OK(swap_init(&cfg));
+    TEST_OK(lms_shutdown());
+    atomic_store(&cond_watch, 0);
+    cr_assert_eq(atomic_load(&cond_bad_destroys), 0);
+}
