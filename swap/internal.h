@@ -205,8 +205,12 @@ HIDDEN lms_status_t swap_sync_released(void);
 HIDDEN char *swap_fmt(uint64_t bytes, char *buf);
 /* The cached allocation at offset (live: its flag), freed on stream handle (a pending free of
  * it, or released at once when it is the only stream or gone); fails, with
- * the allocation still cached, only when the host has no memory. */
-HIDDEN lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *live);
+ * the allocation still cached, only when the host has no memory. Without
+ * may_fence it starts no device work: a fence the stream's frees call for
+ * waits for a later locked call (a thread-exit destructor: Note [Thread
+ * caches] in tcache.c). */
+HIDDEN lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *live,
+                                     bool may_fence);
 
 /* tcache.c: Note [Thread caches]. These assume the lock; the lock-free
  * calls are inline in swap/tcache.h. */

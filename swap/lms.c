@@ -1032,7 +1032,7 @@ static bool offset_of(const void *ptr, size_t *offset)
  * whose work is done), or releases it at once when nobody can race it (Note
  * [Stream-ordered free]). Fails only when the host has no memory for s's
  * pending list; the allocation is then still freed, and the caller's. */
-static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size)
+static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size, bool may_fence)
 {
     int cls = alloc_class_at(S->alloc, offset);
     if (cls < 0) /* policy/ learns when whole chunks die (in program order) */
@@ -1053,15 +1053,16 @@ static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size)
     s->unfenced_bytes += size;
     /* Let a stream that frees much give its memory back to everyone. A fence
      * that cannot be recorded now is recorded when an allocation runs short. */
-    if (s->unfenced_bytes >= S->flush_bytes && fence(s) != LMS_OK)
+    if (may_fence && s->unfenced_bytes >= S->flush_bytes && fence(s) != LMS_OK)
         base_log(BASE_LOG_DEBUG, "lms_free: fence deferred: %s", lms_last_error());
     return LMS_OK;
 }
 
-lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *live)
+lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *live,
+                              bool may_fence)
 {
     size_t size = alloc_cached_freed(S->alloc, offset);
-    if (queue_freed(find_stream(handle), offset, size) == LMS_OK)
+    if (queue_freed(find_stream(handle), offset, size, may_fence) == LMS_OK)
         return LMS_OK;
     alloc_revive(S->alloc, offset, size);
     (void)alloc_cache(live); /* live again just now: back to cached */
@@ -1112,7 +1113,7 @@ static lms_status_t free_locked(void *ptr, lms_stream_t stream)
         base_log(BASE_LOG_WARN, "%s (reported once; later bad frees only by status)",
                  lms_last_error());
     }
-    if (st == LMS_OK && queue_freed(s, offset, size) != LMS_OK) {
+    if (st == LMS_OK && queue_freed(s, offset, size, true) != LMS_OK) {
         alloc_revive(S->alloc, offset, size);
         st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_free(%p): no host memory to queue it", ptr);
     }

@@ -54,6 +54,8 @@
  *    shut down since, forgets it (the memory is gone).
  *  - Placement stays deterministic: the cache is a function of the thread's
  *    own calls.
+ *  - A thread's exit flushes its cache (thread_exit) without device work: a
+ *    fence its entries call for is recorded by a later locked call.
  */
 #include <string.h>
 
@@ -77,7 +79,8 @@ static bool exit_key_ok;
 static bool flush_bin(tcache_t *t, tc_bin_t *b, uint32_t n)
 {
     uint32_t done = 0;
-    while (done < n && swap_free_cached(t->stream, b->e[done].off, b->e[done].live) == LMS_OK)
+    while (done < n &&
+           swap_free_cached(t->stream, b->e[done].off, b->e[done].live, !t->exiting) == LMS_OK)
         done++;
     if (done > 0 && b->e[done - 1].off < b->floor)
         b->floor = b->e[done - 1].off; /* the lowest of those sent on */
@@ -104,9 +107,14 @@ static bool flush_all(tcache_t *t)
     return ok;
 }
 
+/* A thread-exit destructor: the driver's own state for the thread may be
+ * gone, so the entries are handed to their stream without device work (as
+ * residency's window_exit starts none); the fence they may call for comes
+ * with a later locked call. */
 static void thread_exit(void *p)
 {
     tcache_t *t = p;
+    t->exiting = true;
     pthread_mutex_lock(&swap_lock);
     (void)flush_all(t); /* what cannot go (no host memory) stays taken */
     pthread_mutex_unlock(&swap_lock);

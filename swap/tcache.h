@@ -34,6 +34,7 @@ typedef struct tcache {
     size_t bytes, limit;
     const size_t *window; /* the thread's resid_window_count() */
     int ncls, capcls; /* classes cached; bins allocated */
+    bool exiting;     /* its thread is: its flushes start no device work */
     tc_bin_t bins[];
 } tcache_t;
 

@@ -1153,3 +1153,56 @@ Test(lms, a_malloc_that_must_wait_waits_for_the_fences_of_more_than_64_streams, 
     for (int i = 0; i < N; i++)
         TEST_OK(lms_stream_destroy(x[i]));
 }
+
+/* The thread cache's exit destructor flushed into the stream and, when that
+ * made the stream's unfenced frees reach the flush size, recorded a fence:
+ * device work (an event record; on CUDA cuCtxSetCurrent first) from a dying
+ * thread. It must only hand its entries over; the memory is the stream's
+ * to reuse at once, and the fence comes with a later locked call. */
+typedef struct dying {
+    lms_stream_t stream;
+    void *p;
+    atomic_int step; /* 1: p in its cache; 2: may exit */
+} dying_t;
+
+static void *cache_then_exit(void *arg)
+{
+    dying_t *d = arg;
+    TEST_OK(lms_malloc(&d->p, 1000, d->stream));
+    TEST_OK(lms_free(d->p, d->stream));
+    atomic_store(&d->step, 1);
+    while (atomic_load(&d->step) != 2)
+        usleep(100);
+    return NULL;
+}
+
+Test(lms, a_thread_cache_flushed_at_thread_exit_does_no_device_work)
+{
+    if (base_options()->thread_cache == 0)
+        cr_skip_test("LMS_THREAD_CACHE=0: no thread caches");
+    swap_config_t cfg = small_config();
+    cfg.device.fault_injection = true; /* it counts the device calls */
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+    static dying_t d;
+    TEST_OK(lms_stream_create(&d.stream)); /* two streams: frees are queued, not released */
+    pthread_t t;
+    pthread_create(&t, NULL, cache_then_exit, &d);
+    while (atomic_load(&d.step) != 1)
+        usleep(100);
+    pthread_mutex_lock(&swap_lock);
+    S->flush_bytes = 1; /* any free queued on a stream asks for a fence */
+    pthread_mutex_unlock(&swap_lock);
+    dev_fault_plan_t none = {0};
+    TEST_OK(dev_fault_set(swap_device(), &none)); /* counts from 0 */
+    atomic_store(&d.step, 2);
+    pthread_join(t, NULL);
+    for (int op = 0; op < DEV_OP_COUNT; op++)
+        cr_assert_eq(dev_fault_calls(swap_device(), (dev_op_t)op), 0,
+                     "the exiting thread called %s", dev_op_name((dev_op_t)op));
+    void *q = must_malloc(1000, d.stream);
+    cr_assert_eq(q, d.p, "what the exiting thread cached is its stream's to reuse");
+    TEST_OK(lms_free(q, d.stream));
+    TEST_OK(lms_stream_destroy(d.stream));
+    TEST_OK(lms_free(must_malloc(LIMIT_CHUNKS * chunk, NULL), NULL));
+}
