@@ -435,20 +435,23 @@ static void set_unbacked(size_t c, uint8_t state)
 /* Unmaps a cached chunk with no copy in flight and puts its block in the
  * pool. The caller made sure that no queued work can still touch a cached
  * chunk (see swap_sync_released). */
+static lms_status_t uncache(size_t victim)
+{
+    lms_status_t st = dev_unmap(S->dev, chunk_addr(victim), S->chunk);
+    if (st != LMS_OK)
+        return st;
+    cached_remove(victim);
+    drop_host(victim);
+    set_unbacked(victim, UNBACKED);
+    return LMS_OK;
+}
+
+/* uncache() of the first cached chunk with no copy in flight. */
 static lms_status_t uncache_one(void)
 {
-    for (size_t i = 0; i < S->ncached; i++) {
-        size_t victim = S->cached[i];
-        if (S->ch[victim].xfer != NULL)
-            continue;
-        lms_status_t st = dev_unmap(S->dev, chunk_addr(victim), S->chunk);
-        if (st != LMS_OK)
-            return st;
-        cached_remove(victim);
-        drop_host(victim);
-        set_unbacked(victim, UNBACKED);
-        return LMS_OK;
-    }
+    for (size_t i = 0; i < S->ncached; i++)
+        if (S->ch[S->cached[i]].xfer == NULL)
+            return uncache(S->cached[i]);
     return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: no free device block");
 }
 
@@ -1972,13 +1975,14 @@ lms_status_t resid_empty_cache(void)
     lms_status_t st = LMS_OK;
     if (S->ncached > 0 && S->released_synced < S->released_at_once)
         st = swap_sync_released();
-    for (bool more = true; st == LMS_OK && more;) {
-        more = false;
-        for (size_t i = 0; i < S->ncached && !more; i++)
-            more = S->ch[S->cached[i]].xfer == NULL;
-        if (more)
-            st = uncache_one();
-    }
+    /* every cached chunk with no copy in flight, in one pass, in the order
+     * repeated uncache_one() calls took them: uncaching cached[i] moves the
+     * last entry into i, and the entries before i keep their copies */
+    for (size_t i = 0; st == LMS_OK && i < S->ncached;)
+        if (S->ch[S->cached[i]].xfer != NULL)
+            i++;
+        else
+            st = uncache(S->cached[i]);
     while (st == LMS_OK && S->npool > 0) {
         if ((st = dev_block_release(S->dev, S->pool[S->npool - 1])) == LMS_OK) {
             S->npool--;

@@ -2335,3 +2335,30 @@ Test(swap, a_start_that_fails_before_residency_destroys_no_condition_variable_it
     atomic_store(&cond_watch, 0);
     cr_assert_eq(atomic_load(&cond_bad_destroys), 0);
 }
+
+/* lms_empty_cache gives back every block of the cached chunks (it looked
+ * for each one from the start of the cached set: quadratic; now one pass),
+ * in the order it did. */
+Test(swap, empty_cache_gives_back_the_block_of_every_cached_chunk)
+{
+    enum { N = LIMIT_CHUNKS - HIGH_CHUNKS }; /* resident: the reclaim thread evicts none */
+    void **p = scratch(N * sizeof *p);
+    for (size_t i = 0; i < N; i++)
+        p[i] = must_malloc(chunk);
+    for (size_t i = 0; i < N; i++)
+        fill(p[i], chunk, 20 + i);
+    TEST_OK(lms_stream_synchronize(NULL));
+    for (size_t i = 0; i < N; i += 2) /* the set out of address order */
+        TEST_OK(lms_free(p[i], NULL));
+    for (size_t i = 1; i < N; i += 2)
+        TEST_OK(lms_free(p[i], NULL));
+    dev_live_t live;
+    dev_live(swap_device(), &live);
+    cr_assert_eq(live.mapped_blocks, N, "all cached, still mapped");
+    TEST_OK(lms_empty_cache());
+    dev_live(swap_device(), &live);
+    cr_assert_eq(live.mapped_blocks, 0);
+    cr_assert_eq(live.blocks, 0, "every block released");
+    unscratch(p);
+    all_room_is_free_again();
+}
