@@ -109,7 +109,7 @@ static bool grow(void **array, size_t *cap, size_t need, size_t elem)
     if (need <= *cap)
         return true;
     size_t cap2 = *cap ? *cap * 2 : 8;
-    void *p = realloc(*array, cap2 * elem);
+    void *p = base_meta_realloc(*array, cap2 * elem);
     if (p == NULL)
         return false;
     *array = p;
@@ -278,19 +278,19 @@ static lms_status_t check_va_reserve(void *self, size_t size, dev_addr_t *base)
                          "va_reserve: size %zu must be a nonzero multiple of the granularity %zu",
                          size, c->granularity);
     size_t n = size / c->granularity;
-    reservation_t r = {.size = size, .block = calloc(n, sizeof *r.block)};
+    reservation_t r = {.size = size, .block = base_meta_calloc(n, sizeof *r.block)};
     if (r.block == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory to track %zu blocks", n);
     lms_status_t st = INNER(c, va_reserve, size, &r.base);
     if (st != LMS_OK) {
-        free(r.block);
+        base_meta_free(r.block);
         return st;
     }
     pthread_mutex_lock(&c->lock);
     if (!grow((void **)&c->res, &c->capres, c->nres + 1, sizeof *c->res)) {
         pthread_mutex_unlock(&c->lock);
         INNER(c, va_free, r.base, size);
-        free(r.block);
+        base_meta_free(r.block);
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory for the reservation");
     }
     c->res[c->nres++] = r;
@@ -329,7 +329,7 @@ static lms_status_t check_va_free(void *self, dev_addr_t base, size_t size)
     st = INNER(c, va_free, base, size);
     if (st != LMS_OK)
         goto out;
-    free(r->block);
+    base_meta_free(r->block);
     c->res[i] = c->res[--c->nres];
 out:
     pthread_mutex_unlock(&c->lock);
@@ -845,7 +845,7 @@ void dev_check_destroy_all(void *self)
             if (r->block[g] != 0)
                 log_teardown(INNER(c, unmap, r->base + g * c->granularity, c->granularity));
         log_teardown(INNER(c, va_free, r->base, r->size));
-        free(r->block);
+        base_meta_free(r->block);
     }
     c->mapped_blocks = 0;
     for (size_t i = 0; i < c->blocks.n; i++)
@@ -862,13 +862,13 @@ static void check_close(void *self)
 {
     check_t *c = self;
     c->inner.ops->close(c->inner.self);
-    free(c->res);
-    free(c->blocks.slots);
-    free(c->streams.slots);
-    free(c->events.slots);
-    free(c->host);
+    base_meta_free(c->res);
+    base_meta_free(c->blocks.slots);
+    base_meta_free(c->streams.slots);
+    base_meta_free(c->events.slots);
+    base_meta_free(c->host);
     pthread_mutex_destroy(&c->lock);
-    free(c);
+    base_meta_free(c);
 }
 
 static const dev_ops_t check_ops = {
@@ -907,7 +907,7 @@ static const dev_ops_t check_ops = {
 
 lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, dev_layer_t *out)
 {
-    check_t *c = calloc(1, sizeof *c);
+    check_t *c = base_meta_calloc(1, sizeof *c);
     if (c == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "dev_open: no host memory for the check layer");
     c->inner = inner;

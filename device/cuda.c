@@ -418,7 +418,7 @@ static void spare_event(cuda_t *c, CUevent e)
 {
     if (c->nspare == c->capspare) {
         size_t cap = c->capspare ? 2 * c->capspare : 64;
-        CUevent *a = realloc(c->spare, cap * sizeof *a);
+        CUevent *a = base_meta_realloc(c->spare, cap * sizeof *a);
         if (a == NULL) {
             (void)c->drv.cuEventDestroy(e);
             return;
@@ -463,7 +463,7 @@ static void timed_end(cuda_t *c, timed_t *t, bool enqueued, dev_work_kind_t kind
     pthread_mutex_lock(&c->observe_lock);
     if (ok && c->npending == c->cappending) {
         size_t cap = c->cappending ? 2 * c->cappending : 256;
-        timed_t *a = realloc(c->pending, cap * sizeof *a);
+        timed_t *a = base_meta_realloc(c->pending, cap * sizeof *a);
         if ((ok = a != NULL)) {
             c->pending = a;
             c->cappending = cap;
@@ -572,13 +572,13 @@ static lms_status_t set_observer(void *self, dev_observer_t fn, void *ctx)
      * and reused only make a wait longer (none is destroyed before close). */
     pthread_mutex_lock(&c->observe_lock);
     size_t n = c->npending;
-    CUevent *ends = n > 0 ? malloc(n * sizeof *ends) : NULL;
+    CUevent *ends = n > 0 ? base_meta_alloc(n * sizeof *ends) : NULL;
     for (size_t i = 0; ends != NULL && i < n; i++)
         ends[i] = c->pending[i].end;
     pthread_mutex_unlock(&c->observe_lock);
     for (size_t i = 0; ends != NULL && i < n; i++)
         (void)c->drv.cuEventSynchronize(ends[i]); /* a failure shows in poll_locked's query */
-    free(ends);
+    base_meta_free(ends);
     pthread_mutex_lock(&c->observe_lock);
     if (fn != NULL && c->base_event == NULL && (status = make_base(c)) != LMS_OK) {
         pthread_mutex_unlock(&c->observe_lock);
@@ -606,8 +606,8 @@ static void release_observer(cuda_t *c)
         log_close_error(c, c->drv.cuEventDestroy(c->base_event), "cuEventDestroy(base)");
     if (c->base_stream != NULL)
         log_close_error(c, c->drv.cuStreamDestroy(c->base_stream), "cuStreamDestroy(base)");
-    free(c->pending);
-    free(c->spare);
+    base_meta_free(c->pending);
+    base_meta_free(c->spare);
 }
 
 /* ---- ops: memory ------------------------------------------------------------ */
@@ -788,7 +788,7 @@ static lms_status_t stream_adopt(void *self, uint64_t native, dev_stream_t **str
     bool room = c->nadopted < c->capadopted;
     if (!room) {
         size_t cap = c->capadopted ? 2 * c->capadopted : 16;
-        CUstream *a = realloc(c->adopted, cap * sizeof *a);
+        CUstream *a = base_meta_realloc(c->adopted, cap * sizeof *a);
         if ((room = a != NULL)) {
             c->adopted = a;
             c->capadopted = cap;
@@ -1028,7 +1028,7 @@ static void unload_kernels(cuda_t *c, bool log)
             log_close_error(c, r, "cuMemFree(checksum ring)");
         c->ring_dev = 0;
     }
-    free(c->ring);
+    base_meta_free(c->ring);
     c->ring = NULL;
     if (c->module != NULL) {
         r = c->drv.cuModuleUnload(c->module);
@@ -1064,7 +1064,7 @@ static lms_status_t load_kernels(cuda_t *c)
     const void *image = dev_cuda_kernels_image;
     void *copy = NULL;
     if ((uintptr_t)image % 16 != 0) {
-        copy = aligned_alloc(16, (dev_cuda_kernels_image_size + 15) / 16 * 16);
+        copy = base_meta_calloc_aligned((dev_cuda_kernels_image_size + 15) / 16 * 16, 16);
         if (copy == NULL)
             return base_fail(LMS_ERR_OUT_OF_MEMORY,
                              "cuda: no host memory to align the %zu-byte test kernel image",
@@ -1073,7 +1073,7 @@ static lms_status_t load_kernels(cuda_t *c)
         image = copy;
     }
     CUresult r = c->drv.cuModuleLoadData(&c->module, image);
-    free(copy);
+    base_meta_free(copy);
     if (r != CUDA_SUCCESS) {
         c->module = NULL;
         return fail(&c->drv, r, "cuModuleLoadData(test kernels, %zu-byte fatbin, device %d)",
@@ -1087,7 +1087,7 @@ static lms_status_t load_kernels(cuda_t *c)
             goto fail_unload;
         }
     }
-    c->ring = calloc(RING_SLOTS, sizeof *c->ring);
+    c->ring = base_meta_calloc(RING_SLOTS, sizeof *c->ring);
     if (c->ring == NULL) {
         status = base_fail(LMS_ERR_OUT_OF_MEMORY, "checksum: no host memory for a ring of %d slots",
                            RING_SLOTS);
@@ -1469,8 +1469,8 @@ static void close_backend(void *self)
     dlclose(c->libcuda);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->observe_lock);
-    free(c->adopted);
-    free(c);
+    base_meta_free(c->adopted);
+    base_meta_free(c);
 }
 
 static const dev_ops_t cuda_ops = {
@@ -1511,7 +1511,7 @@ lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)
 {
     lms_status_t status;
     CUresult r;
-    cuda_t *c = calloc(1, sizeof *c);
+    cuda_t *c = base_meta_calloc(1, sizeof *c);
     if (c == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "cuda: no host memory for the backend's state");
     c->ordinal = ordinal;
@@ -1639,6 +1639,6 @@ fail_destroy_lock:
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->observe_lock);
 fail_free:
-    free(c);
+    base_meta_free(c);
     return status;
 }

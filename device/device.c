@@ -63,7 +63,7 @@ lms_status_t dev_open(const dev_config_t *cfg, dev_device_t **out)
     }
     if (out == NULL)
         return base_fail(LMS_ERR_INVALID, "dev_open: NULL output");
-    dev_device_t *dev = calloc(1, sizeof *dev);
+    dev_device_t *dev = base_meta_calloc(1, sizeof *dev);
     if (dev == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "dev_open: no host memory");
     dev_layer_t layer;
@@ -93,7 +93,7 @@ lms_status_t dev_open(const dev_config_t *cfg, dev_device_t **out)
 fail_layer:
     layer.ops->close(layer.self);
 fail_dev:
-    free(dev);
+    base_meta_free(dev);
     return st;
 }
 
@@ -105,7 +105,7 @@ void dev_close(dev_device_t *dev)
         dev_fault_layer_set(dev->fault, &(dev_fault_plan_t){0});
     dev_check_destroy_all(dev->self);
     dev->ops->close(dev->self);
-    free(dev);
+    base_meta_free(dev);
 }
 
 void dev_live(dev_device_t *dev, dev_live_t *out)

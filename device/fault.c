@@ -98,7 +98,7 @@ static void fault_close(void *self)
     struct dev_fault *f = self;
     f->inner.ops->close(f->inner.self);
     pthread_mutex_destroy(&f->lock);
-    free(f);
+    base_meta_free(f);
 }
 
 static const dev_ops_t fault_ops = {
@@ -111,7 +111,7 @@ static const dev_ops_t fault_ops = {
 
 lms_status_t dev_fault_open(dev_layer_t inner, dev_layer_t *out, struct dev_fault **fault)
 {
-    struct dev_fault *f = calloc(1, sizeof *f);
+    struct dev_fault *f = base_meta_calloc(1, sizeof *f);
     if (f == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "dev_open: no host memory for the fault layer");
     f->inner = inner;

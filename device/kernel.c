@@ -122,7 +122,7 @@ static const float *plain(const float *src, uint32_t rows, uint32_t cols, bool t
 {
     if (!trans)
         return src;
-    float *t = malloc((size_t)rows * cols * sizeof *t);
+    float *t = base_meta_alloc((size_t)rows * cols * sizeof *t);
     if (t == NULL)
         return NULL;
     for (size_t r = 0; r < rows; r++)
@@ -172,8 +172,8 @@ static void gemm(const dev_kernel_args_t *a)
                 c[j] += x * b[j];
         }
     }
-    free(sa);
-    free(sb);
+    base_meta_free(sa);
+    base_meta_free(sb);
 }
 
 static void xent(const dev_kernel_args_t *a)

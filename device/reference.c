@@ -156,7 +156,7 @@ lms_status_t dev_reference_open(dev_device_t *dev, dev_reference_t **out,
         return base_fail(LMS_ERR_UNSUPPORTED,
                          "reference: the %s backend has no CUDA allocators to compare with",
                          dev->info.backend);
-    dev_reference_t *ref = calloc(1, sizeof *ref);
+    dev_reference_t *ref = base_meta_calloc(1, sizeof *ref);
     if (ref == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "reference: no host memory");
     ref->ordinal = dev->info.ordinal;
@@ -213,7 +213,7 @@ fail_restore:
 fail_close:
     dlclose(ref->lib);
 fail_free:
-    free(ref);
+    base_meta_free(ref);
     return status;
 }
 
@@ -274,5 +274,5 @@ void dev_reference_close(dev_reference_t *ref)
     log_close_error(ref, rt->cudaMemPoolTrimTo(ref->pool, (size_t)ref->old_threshold),
                     "cudaMemPoolTrimTo");
     dlclose(ref->lib);
-    free(ref);
+    base_meta_free(ref);
 }

@@ -153,7 +153,7 @@ static void stream_unref(sim_stream_t *s)
         return;
     pthread_cond_destroy(&s->changed);
     pthread_mutex_destroy(&s->lock);
-    free(s);
+    base_meta_free(s);
 }
 
 /* Tells the observer, if one is still set, that op ran on s until now. */
@@ -192,7 +192,7 @@ static void *worker_main(void *arg)
         op->run(op);
         if (observed)
             observe(sim, s, op);
-        free(op);
+        base_meta_free(op);
         pthread_mutex_lock(&s->lock);
         s->completed++;
         pthread_cond_broadcast(&s->changed);
@@ -219,7 +219,7 @@ static void stream_wait_seq(sim_stream_t *s, uint64_t seq)
 static lms_status_t submit(dev_stream_t *stream, sim_op_t op)
 {
     sim_stream_t *s = (sim_stream_t *)stream;
-    sim_op_t *p = malloc(sizeof *p);
+    sim_op_t *p = base_meta_alloc(sizeof *p);
     if (p == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for a stream op");
     *p = op;
@@ -240,7 +240,7 @@ static lms_status_t sim_stream_create(void *self, dev_priority_t priority, dev_s
 {
     sim_t *sim = self;
     (void)priority;
-    sim_stream_t *s = calloc(1, sizeof *s);
+    sim_stream_t *s = base_meta_calloc(1, sizeof *s);
     if (s == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for a stream");
     s->sim = sim;
@@ -259,7 +259,7 @@ static lms_status_t sim_stream_create(void *self, dev_priority_t priority, dev_s
     if (err != 0) {
         pthread_cond_destroy(&s->changed);
         pthread_mutex_destroy(&s->lock);
-        free(s);
+        base_meta_free(s);
         return sys_fail("pthread_create for a stream", err);
     }
     *out = (dev_stream_t *)s;
@@ -302,7 +302,7 @@ static lms_status_t sim_stream_synchronize(void *self, dev_stream_t *stream)
 static lms_status_t sim_event_create(void *self, dev_event_t **out)
 {
     (void)self;
-    sim_event_t *e = calloc(1, sizeof *e);
+    sim_event_t *e = base_meta_calloc(1, sizeof *e);
     if (e == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for an event");
     *out = (dev_event_t *)e;
@@ -314,7 +314,7 @@ static lms_status_t sim_event_destroy(void *self, dev_event_t *event)
     (void)self;
     sim_event_t *e = (sim_event_t *)event;
     stream_unref(e->stream);
-    free(e);
+    base_meta_free(e);
     return LMS_OK;
 }
 
@@ -678,14 +678,14 @@ static void sim_close(void *self)
     pthread_mutex_unlock(&sim->lock);
     pthread_cond_destroy(&sim->workers_done);
     close(sim->memfd);
-    free(sim->free_blocks);
+    base_meta_free(sim->free_blocks);
     pthread_mutex_destroy(&sim->lock);
     pthread_mutex_destroy(&sim->event_lock);
     pthread_mutex_destroy(&sim->vmm_lock);
     pthread_mutex_destroy(&sim->observer_lock);
     pthread_mutex_destroy(&sim->h2d.lock);
     pthread_mutex_destroy(&sim->d2h.lock);
-    free(sim);
+    base_meta_free(sim);
 }
 
 static const dev_ops_t sim_ops = {
@@ -766,13 +766,13 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
     lms_status_t st = check_config(cfg);
     if (st != LMS_OK)
         return st;
-    sim_t *sim = calloc(1, sizeof *sim);
+    sim_t *sim = base_meta_calloc(1, sizeof *sim);
     if (sim == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for the device");
     sim->capacity = cfg->sim_memory;
     sim->granularity = cfg->sim_granularity;
     sim->nblocks = cfg->sim_memory / cfg->sim_granularity;
-    sim->free_blocks = malloc(sim->nblocks * sizeof *sim->free_blocks);
+    sim->free_blocks = base_meta_alloc(sim->nblocks * sizeof *sim->free_blocks);
     if (sim->free_blocks == NULL) {
         st = base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for %zu blocks", sim->nblocks);
         goto fail_sim;
@@ -819,8 +819,8 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
 fail_fd:
     close(sim->memfd);
 fail_blocks:
-    free(sim->free_blocks);
+    base_meta_free(sim->free_blocks);
 fail_sim:
-    free(sim);
+    base_meta_free(sim);
     return st;
 }
