@@ -121,14 +121,14 @@ static void touch(touches_t *t, const void *ptr, size_t bytes, lms_access_mode_t
         bytes = UNKNOWN;
     if (t->n == t->cap) {
         size_t cap = 2 * t->cap;
-        lms_range_t *r = malloc(cap * sizeof *r);
+        lms_range_t *r = base_meta_alloc(cap * sizeof *r);
         if (r == NULL) {
             t->no_memory = true;
             return;
         }
         memcpy(r, t->r, t->n * sizeof *r);
         if (t->r != t->inline_r)
-            free(t->r);
+            base_meta_free(t->r);
         t->r = r;
         t->cap = cap;
     }
@@ -140,7 +140,7 @@ static void touch(touches_t *t, const void *ptr, size_t bytes, lms_access_mode_t
 static void touches_clear(touches_t *t)
 {
     if (t->r != t->inline_r)
-        free(t->r);
+        base_meta_free(t->r);
     *t = (touches_t){.r = t->inline_r, .cap = INLINE_RANGES};
 }
 
@@ -149,7 +149,7 @@ static void touches_clear(touches_t *t)
 static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s, bool captured)
 {
     const void *stack[2 * INLINE_RANGES], **p = stack;
-    if (t->n > INLINE_RANGES && (p = malloc(2 * t->n * sizeof *p)) == NULL)
+    if (t->n > INLINE_RANGES && (p = base_meta_alloc(2 * t->n * sizeof *p)) == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for %zu ranges", t->n);
     size_t m = 0;
     lms_access_mode_t mode = LMS_READ;
@@ -166,7 +166,7 @@ static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s, 
              (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
         st = lms_access_pointers(p, m, mode, s);
     if (p != stack)
-        free(p);
+        base_meta_free(p);
     return st;
 }
 

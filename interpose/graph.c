@@ -149,7 +149,7 @@ static bool add_holder(holder_kind_t kind, uint64_t key, pinset_t *set)
 {
     if (nholders == cap_holders) {
         size_t cap = cap_holders ? 2 * cap_holders : 16;
-        holder_t *h = realloc(holders, cap * sizeof *h);
+        holder_t *h = base_meta_realloc(holders, cap * sizeof *h);
         if (h == NULL)
             return false;
         holders = h;
@@ -184,8 +184,8 @@ static void release(pinset_t *set)
         if (lms_unpin(set->a[i].base, set->a[i].size) != LMS_OK)
             base_log(BASE_LOG_WARN, "interpose: unpinning a graph's memory: %s", lms_last_error());
     relax_end(old);
-    free(set->a);
-    free(set);
+    base_meta_free(set->a);
+    base_meta_free(set);
 }
 
 /* ---- capture ------------------------------------------------------------------- */
@@ -258,7 +258,7 @@ static lms_status_t pin_into(pinset_t *set, void *base, size_t size)
             return LMS_OK;
     if (set->n == set->cap) {
         size_t cap = set->cap ? 2 * set->cap : 16;
-        pinned_t *a = realloc(set->a, cap * sizeof *a);
+        pinned_t *a = base_meta_realloc(set->a, cap * sizeof *a);
         if (a == NULL)
             return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for a graph's pins");
         set->a = a;
@@ -280,11 +280,11 @@ lms_status_t graph_pin_pointers(void *stream, const void *const *ptrs, size_t n)
     pthread_mutex_lock(&graph_lock);
     lms_status_t st = LMS_OK;
     holder_t *h = find(CAPTURE, id);
-    pinset_t *set = h != NULL ? h->set : calloc(1, sizeof *set);
+    pinset_t *set = h != NULL ? h->set : base_meta_calloc(1, sizeof *set);
     if (set == NULL)
         st = base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for a capture's pins");
     else if (h == NULL && !add_holder(CAPTURE, id, set)) {
-        free(set);
+        base_meta_free(set);
         set = NULL;
         st = base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for a capture's pins");
     }

@@ -323,7 +323,7 @@ static void learn_read_only(layout_t *l)
     if (sig != NULL && status == 0 && signature_read_only(sig, l->n, l->read_only))
         for (size_t i = 0; i < l->n; i++)
             l->read_only[i] = l->read_only[i] && l->p[i].size == sizeof(void *);
-    free(sig); /* the C++ runtime's, from the program's malloc */
+    free(sig); /* the C++ runtime's, from the program's malloc: see LMS_LIBC_MALLOC_ALLOWED */
 }
 
 static size_t slot_of(launch_kind_t kind, const void *fn)
@@ -353,19 +353,19 @@ static layout_t *layout_of(launch_kind_t kind, const void *fn)
     }
     if (unkept != NULL && unkept->fn == fn && unkept->kind == kind && unkept->unloads == now)
         return unkept;
-    layout_t *ask = calloc(1, sizeof *ask + MAX_PARAMS * sizeof *ask->p);
+    layout_t *ask = base_meta_calloc(1, sizeof *ask + MAX_PARAMS * sizeof *ask->p);
     if (ask == NULL)
         return NULL;
     *ask = (layout_t){.kind = kind, .fn = fn, .unloads = now};
     ask_layout(ask);
     size_t n = ask->n;
-    layout_t *l = malloc(sizeof *l + n * sizeof *l->p + n * sizeof *l->read_only);
+    layout_t *l = base_meta_alloc(sizeof *l + n * sizeof *l->p + n * sizeof *l->read_only);
     if (l == NULL) {
-        free(ask);
+        base_meta_free(ask);
         return NULL;
     }
     memcpy(l, ask, sizeof *l + n * sizeof *l->p);
-    free(ask);
+    base_meta_free(ask);
     l->read_only = (bool *)(void *)&l->p[n];
     learn_read_only(l);
     /* keep it, unless another thread did first or the table is full */
@@ -377,7 +377,7 @@ static layout_t *layout_of(launch_kind_t kind, const void *fn)
             continue;
         if (t != NULL && t->unloads == now) { /* another thread's, of this generation */
             pthread_mutex_unlock(&table_lock);
-            free(l);
+            base_meta_free(l);
             return t;
         }
         __atomic_store_n(&table[i], l, __ATOMIC_RELEASE); /* empty, or stale */
@@ -390,7 +390,7 @@ static layout_t *layout_of(launch_kind_t kind, const void *fn)
     if (say)
         base_log(BASE_LOG_WARN, "interpose: more than %d kernels launched: layouts of the others "
                  "are asked of the driver again at each launch", TABLE_SIZE);
-    free(unkept);
+    base_meta_free(unkept);
     return unkept = l;
 }
 
@@ -699,9 +699,9 @@ lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, voi
      * thread may learn a tensor map in between) */
     for (size_t room = STACK_HITS; (found = collect(l, params, buf, size, r, &h, room)) > room;) {
         if (h.ptr != stack_ptr)
-            free(h.ptr);
+            base_meta_free(h.ptr);
         room = found;
-        h.ptr = malloc(room * (sizeof *h.ptr + sizeof *h.param + sizeof *h.mode));
+        h.ptr = base_meta_alloc(room * (sizeof *h.ptr + sizeof *h.param + sizeof *h.mode));
         if (h.ptr == NULL)
             return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for %zu pointers",
                              room);
@@ -723,6 +723,6 @@ lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, voi
             st = lms_access_pointers_modes(ptrs, h.mode, found, s);
     }
     if (h.ptr != stack_ptr)
-        free(h.ptr);
+        base_meta_free(h.ptr);
     return st;
 }

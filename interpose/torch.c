@@ -57,7 +57,7 @@ static bool record(uintptr_t p)
 {
     if (2 * (recorded_used + 1) > recorded_cap) {
         size_t cap = recorded_cap ? 2 * recorded_cap : 64, used = 0;
-        uintptr_t *t = calloc(cap, sizeof *t);
+        uintptr_t *t = base_meta_calloc(cap, sizeof *t);
         if (t == NULL)
             return false;
         for (size_t i = 0; i < recorded_cap; i++)
@@ -68,7 +68,7 @@ static bool record(uintptr_t p)
                 t[j] = recorded[i];
                 used++;
             }
-        free(recorded);
+        base_meta_free(recorded);
         recorded = t;
         recorded_cap = cap;
         recorded_used = used;

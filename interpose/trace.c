@@ -65,7 +65,7 @@ static bool insert(uintptr_t base, uint64_t id)
 {
     if (2 * (used + 1) > cap) { /* rebuilt without the removed, larger if live needs it */
         size_t ncap = cap == 0 ? 1024 : 4 * (live + 1) > cap ? 2 * cap : cap;
-        entry_t *t = calloc(ncap, sizeof *t), *old = table;
+        entry_t *t = base_meta_calloc(ncap, sizeof *t), *old = table;
         if (t == NULL)
             return false;
         size_t ocap = cap;
@@ -73,7 +73,7 @@ static bool insert(uintptr_t base, uint64_t id)
         for (size_t i = 0; i < ocap; i++)
             if (old[i].base > 1)
                 (void)insert(old[i].base, old[i].id);
-        free(old);
+        base_meta_free(old);
     }
     size_t i = slot(base) & (cap - 1);
     while (table[i].base > 1)
@@ -226,7 +226,7 @@ void trace_access_pointers(const void *const *ptrs, const lms_access_mode_t *mod
 {
     if (n == 0 || !trace_on())
         return;
-    lms_range_t stack[64], *r = n <= 64 ? stack : malloc(n * sizeof *r);
+    lms_range_t stack[64], *r = n <= 64 ? stack : base_meta_alloc(n * sizeof *r);
     if (r == NULL)
         return;
     for (size_t i = 0; i < n; i++)
@@ -234,5 +234,5 @@ void trace_access_pointers(const void *const *ptrs, const lms_access_mode_t *mod
                              .mode = modes != NULL ? modes[i] : LMS_WRITE};
     trace_access(r, n);
     if (r != stack)
-        free(r);
+        base_meta_free(r);
 }
