@@ -16,7 +16,10 @@
  *
  * Host metadata: lms's own tables are allocated with base_meta_*, from one
  * arena of a private jemalloc linked into lms (base/meta.c), never with the
- * program's malloc, which lms leaves alone.
+ * program's malloc, which lms leaves alone. The build fails when an object of
+ * lms's sources calls the C library's malloc, free or their kin; the few that
+ * must (memory the C library or the C++ runtime hands over) are listed with
+ * their reasons in CMakeLists.txt (LMS_LIBC_MALLOC_ALLOWED).
  */
 #ifndef LMS_BASE_H
 #define LMS_BASE_H
