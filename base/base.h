@@ -82,7 +82,7 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(sim_vmm_us_per_mib, double, "0", "0..",                                                \
       "simulated host time of an unmap or a set_access, us per MiB; 0 = none")             \
     X(device_limit, size, "0", NULL,                                                         \
-      "device memory lms may use; 0 = the device's free memory minus 512 MiB")             \
+      "device memory lms may use; 0 = free memory less an eighth of it, at most 512 MiB")  \
     X(host_limit, size, "0", NULL,                                                           \
       "pinned host memory to swap to; 0 = half the memory of the GPU's NUMA node")          \
     X(va_reserve, size, "0", NULL, "address range reserved; 0 = 4 x (device + host limit)") \

@@ -20,12 +20,12 @@
 
 typedef struct swap_config {
     dev_config_t device;
-    size_t device_limit;    /* bytes; 0: the device's free memory minus 512 MiB */
+    size_t device_limit;    /* bytes; 0: free memory less an eighth, at most 512 MiB */
     double device_fraction; /* (0, 1]: the limit is this share of the device's memory,
                                in place of device_limit (lms_set_device_fraction); 0: none */
     size_t host_limit;      /* bytes; 0: half the memory of the GPU's NUMA node */
     size_t va_reserve;      /* bytes; 0: 4 x (device limit + host limit) */
-    size_t large_threshold; /* bytes; 0: half a chunk */
+    size_t large_threshold; /* bytes; 0: 8 chunks (alloc.h) */
     bool preallocate;       /* create every block of the device limit at init */
     bool swap;              /* false: the device limit is hard, memory is backed at
                                lms_malloc and never swapped (no host pool) */
