@@ -312,6 +312,20 @@ static size_t pin_index(size_t offset, size_t bytes)
     return lo;
 }
 
+/* Whether record i is exactly (offset, bytes). */
+static bool pin_is(size_t i, size_t offset, size_t bytes)
+{
+    return i < S->npinrecs && S->pinrecs[i].offset == offset && S->pinrecs[i].bytes == bytes;
+}
+
+/* Removes records [i, j), keeping the thread caches' count in step. */
+static void drop_pin_records(size_t i, size_t j)
+{
+    memmove(&S->pinrecs[i], &S->pinrecs[j], (S->npinrecs - j) * sizeof *S->pinrecs);
+    S->npinrecs -= j - i;
+    __atomic_store_n(&tc_pin_records, S->npinrecs, __ATOMIC_RELAXED);
+}
+
 /* The allocation at [offset, offset + size) is released or reused: its
  * pins go (Note [Pin records]). */
 static void unpin_released(size_t offset, size_t size)
@@ -321,9 +335,7 @@ static void unpin_released(size_t offset, size_t size)
     size_t i = pin_index(offset, 0), j = i;
     for (; j < S->npinrecs && S->pinrecs[j].offset < offset + size; j++)
         resid_unpin(S->pinrecs[j].offset, S->pinrecs[j].bytes, S->pinrecs[j].count);
-    memmove(&S->pinrecs[i], &S->pinrecs[j], (S->npinrecs - j) * sizeof *S->pinrecs);
-    S->npinrecs -= j - i;
-    __atomic_store_n(&tc_pin_records, S->npinrecs, __ATOMIC_RELAXED);
+    drop_pin_records(i, j);
 }
 
 bool swap_pinned_at(size_t offset)
@@ -718,7 +730,7 @@ static lms_status_t init_locked(const swap_config_t *cfg)
                        swap_fmt(VA_MAX, b));
         goto fail;
     }
-    size_t room = S->budget * chunk + S->host_limit; /* each at most VA_MAX-ish: no wrap */
+    size_t room = S->budget * chunk + S->host_limit; /* device memory + RAM at most: no wrap */
     size_t va = cfg->va_reserve ? cfg->va_reserve : 4 * room < VA_MAX ? 4 * room : VA_MAX;
     if (va / chunk >= UINT32_MAX) /* chunk ids are 32 bits (a sim of 4 KiB blocks) */
         va = (size_t)(UINT32_MAX - 1) * chunk;
@@ -735,7 +747,7 @@ static lms_status_t init_locked(const swap_config_t *cfg)
         char why[256];
         snprintf(why, sizeof why, "%s", lms_last_error());
         st = base_fail(st, "lms_init: %s of addresses cannot be reserved (%s): %s", swap_fmt(va, a),
-                       cfg->va_reserve ? "LMS_VA_RESERVE" : "4 x LMS_DEVICE_LIMIT + LMS_HOST_LIMIT",
+                       cfg->va_reserve ? "LMS_VA_RESERVE" : "4 x (LMS_DEVICE_LIMIT + LMS_HOST_LIMIT)",
                        why);
         goto fail;
     }
@@ -1480,7 +1492,7 @@ lms_status_t lms_pin(const void *ptr, size_t bytes)
         st = resid_access("lms_pin", &r, 1, NULL, 0, 1);
     if (st == LMS_OK && record) { /* Note [Pin records] */
         size_t i = pin_index(offset, bytes);
-        if (i < S->npinrecs && S->pinrecs[i].offset == offset && S->pinrecs[i].bytes == bytes) {
+        if (pin_is(i, offset, bytes)) {
             S->pinrecs[i].count++;
         } else {
             memmove(&S->pinrecs[i + 1], &S->pinrecs[i], (S->npinrecs - i) * sizeof *S->pinrecs);
@@ -1504,17 +1516,13 @@ lms_status_t lms_unpin(const void *ptr, size_t bytes)
     if (st == LMS_OK && !live)
         st = base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not a range of a live allocation",
                        ptr, bytes);
-    else if (st == LMS_OK && ((i = pin_index(offset, bytes)) == S->npinrecs ||
-                              S->pinrecs[i].offset != offset || S->pinrecs[i].bytes != bytes))
+    else if (st == LMS_OK && !pin_is(i = pin_index(offset, bytes), offset, bytes))
         st = base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not pinned: an unpin names a range "
                        "lms_pin pinned, as a free names an allocation", ptr, bytes);
     if (st == LMS_OK) {
         resid_unpin(offset, bytes, 1);
-        if (--S->pinrecs[i].count == 0) {
-            memmove(&S->pinrecs[i], &S->pinrecs[i + 1], (S->npinrecs - i - 1) * sizeof *S->pinrecs);
-            S->npinrecs--;
-            __atomic_store_n(&tc_pin_records, S->npinrecs, __ATOMIC_RELAXED);
-        }
+        if (--S->pinrecs[i].count == 0)
+            drop_pin_records(i, i + 1);
     }
     leave();
     return st;
