@@ -46,7 +46,8 @@
  * request of 1..8 chunks that is not a multiple of one wastes the last
  * chunk's: a 1.125 MiB tensor alone on a 2 MiB chunk wastes 44%, and a GPT-2
  * small (hidden 768) training step reserved 1.146x what it requested when
- * every request of half a chunk or more owned whole chunks. So size classes
+ * every request of half a chunk or more owned whole chunks (docs/benchmarks.md,
+ * bench/alloc's fragmentation table). So size classes
  * go on up to large_threshold (8 chunks by default), and a class's slab is as
  * many whole chunks as keep its tail under 1/TAIL_WASTE: 1.125 MiB slots
  * come 5 to a 3-chunk slab (6.25% tail), 1.5 MiB ones 4 to 3 chunks (none).

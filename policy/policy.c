@@ -54,10 +54,8 @@
  * link needs for it and the chunks taken before it in this call (the factor
  * 2 is slack for a link slower than measured), plus twice the mean time of
  * an event (the granularity at which uses are known): just in time, with
- * room. A horizon that also counted the copies already queued (so reaching
- * further ahead while the link is the bottleneck) moved more bytes and was
- * slower in the trace simulator (docs/benchmarks.md): with the link busy,
- * fetching further ahead only took blocks sooner. Times come from the
+ * room. The horizon must not count the copies already queued: with the link
+ * busy, reaching further ahead only takes blocks sooner. Times come from the
  * schedule's own events (policy_access's now_ns).
  * Just in time is too late where the link is idle now and the bottleneck
  * later: the optimizer step reads each weight's state once, for little
@@ -67,12 +65,12 @@
  * under two event times, and takes chunks into free blocks only (evict_after
  * is UINT64_MAX): while the fetches taken, all held from now, and the most
  * new data ahead needs up to each (frees later do not count: the block is
- * taken now) leave a block free, the one the reclaim thread keeps. In the
- * trace simulator this took GPT at 1.25x on a 450 GB/s link from 1.05 to
- * 1.01 of the lower bound (the optimizer's 2.8 ms of stalls went) and ResNet
- * on PCIe from 1.01-1.19 to 1.00-1.13; without the link's queue as a
- * condition, ResNet on PCIe moved 13% more than MIN (far fetches took the
- * blocks that near ones, late on a busy link, then had to evict for).
+ * taken now) leave a block free, the one the reclaim thread keeps. The
+ * link's queue is a condition because far fetches would otherwise take the
+ * blocks that near ones, late on a busy link, then evict for. Measured in
+ * the trace simulator: docs/benchmarks.md, bench/simulate, "Prefetch
+ * horizon" and "Past the horizon, into free blocks", and "History moved out
+ * of the code's Notes".
  *
  * Note [Dead data]
  * Data whose next event is a free is dead: it goes before anything else.
@@ -80,9 +78,9 @@
  * block again at that event, and swap/ still copies it out if it is dirty
  * (the schedule is a prediction: one that is wrong must not lose data), so
  * evicting it saves the fetch only. Ranked as never used again, such chunks
- * went first and cost more than they saved: in the trace simulator, GPT at
- * 2x copied 12% more out (bf16 weights evicted just before the optimizer
- * rewrote them) and was 4% slower than LRU. So an overwrite ranks as a use.
+ * go first and cost more than they save (GPT at 2x in the trace simulator
+ * copied 12% more out: docs/benchmarks.md, bench/simulate, "Dead data"). So
+ * an overwrite ranks as a use.
  *
  * Note [Prefetch without harm]
  * Fetching chunk c ahead of its use at d (events from the position) in
@@ -108,14 +106,13 @@
  * place of the ranked victim that many further down. swap/ keeps one
  * block free for the reclaim thread, which a fetch into it would only make
  * evict the chunk ranked first, needed soon or not: that block counts as
- * that chunk's place. (Before, with no ties either, a loop's prefetches got
- * blocks only that way; reclaim and prefetch took turns, each evicting what
- * the other fetched, and on tests/swap's loop the schedule fetched as much
- * as LRU: 41 to 60 chunks in five iterations where MIN fetches 25.) The
- * aim is the "conservative" strategy of Cao et al. (SIGMETRICS 1995): what
- * MIN fetches, as early as it can be; this is an approximation of it (MIN
- * is not simulated forward), and the simulator measures how close it comes
- * (docs/benchmarks.md).
+ * that chunk's place: a fetch that took it as a free block would make
+ * reclaim and prefetch take turns, each evicting what the other fetched
+ * (tests/swap's loop: docs/benchmarks.md, bench/e2e). The aim is the "conservative"
+ * strategy of Cao et al. (SIGMETRICS 1995): what MIN fetches, as early as it
+ * can be; this is an approximation of it (MIN is not simulated forward), and
+ * the simulator measures how close it comes (docs/benchmarks.md,
+ * bench/simulate, the "Bytes" target).
  */
 #include <string.h>
 
