@@ -37,6 +37,7 @@
  * stream-ordered frees, the device limit / 16, at most 64 MiB.
  */
 #include <numa.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
