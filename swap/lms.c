@@ -153,22 +153,9 @@ char *swap_fmt(uint64_t bytes, char *buf) { return base_format_size(bytes, buf, 
 
 /* ---- streams and fences -------------------------------------------------------- */
 
-static stream_t *find_stream(lms_stream_t handle)
-{
-    uintptr_t h = (uintptr_t)handle;
-    if (h == 0)
-        return S->streams[0];
-    size_t i = (h & 0xffff) - 1;
-    if ((h >> 16 & 0xffff) != 0 || i >= S->nstreams || S->streams[i] == NULL || i == 0 ||
-        S->generation_of[i] != h >> 32 || S->streams[i]->all)
-        return NULL;
-    return S->streams[i];
-}
+static stream_t *find_stream(lms_stream_t handle) { return streams_find(&S->streams, handle); }
 
-static lms_stream_t handle_of(size_t slot)
-{
-    return (lms_stream_t)(uintptr_t)((uintptr_t)S->generation_of[slot] << 32 | (slot + 1));
-}
+static lms_stream_t handle_of(size_t slot) { return streams_handle(slot, S->streams.generation_of[slot]); }
 
 static lms_status_t order_after_all(stream_t *s);
 static lms_status_t add_stream(uint64_t native, bool all, size_t *slot);
@@ -188,64 +175,15 @@ static lms_status_t fence(stream_t *s)
     dev_event_t *e;
     lms_status_t st = s->all ? order_after_all(s) : LMS_OK; /* Note [Free after all streams] */
     if (st == LMS_OK)
-        st = swap_event(&e);
+        st = events_take(&S->events, &e);
     if (st == LMS_OK && (st = dev_event_record(S->dev, e, s->dev)) != LMS_OK)
-        swap_recycle_event(e);
+        events_recycle(&S->events, e);
     if (st != LMS_OK)
         return st;
     s->fences[s->nfences++] = (fence_t){e, s->epoch};
     s->epoch++;
     s->unfenced_bytes = 0;
     return LMS_OK;
-}
-
-/* An unused event: from the pool, or new. */
-lms_status_t swap_event(dev_event_t **out)
-{
-    if (S->nevents > 0) {
-        *out = S->events[--S->nevents];
-        return LMS_OK;
-    }
-    return dev_event_create(S->dev, out);
-}
-
-/* Puts an event whose record is done with back for reuse. While a thread waits on
- * fence events with the lock dropped, none may be re-recorded (it would wait
- * for unrelated work) or destroyed: they wait on the retired list, or, if even
- * that cannot grow, stay unused until shutdown closes the device. */
-void swap_recycle_event(dev_event_t *e)
-{
-    if (S->waiters > 0) {
-        if (swap_grow((void **)&S->retired, &S->capretired, S->nretired + 1, sizeof *S->retired))
-            S->retired[S->nretired++] = e;
-    } else if (swap_grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events)) {
-        S->events[S->nevents++] = e;
-    } else {
-        dev_event_destroy(S->dev, e);
-    }
-}
-
-/* A thread that will wait on events with the lock dropped: until as many
- * waiters_leave, no collected event is re-recorded (swap_recycle_event). */
-static void waiters_enter(void) { S->waiters++; }
-
-static void waiters_leave(void)
-{
-    if (--S->waiters == 0)
-        while (S->nretired > 0)
-            swap_recycle_event(S->retired[--S->nretired]);
-}
-
-/* Waits for e with the lock dropped (the caller holds it, and must look up
- * whatever it held pointers to again afterwards). */
-void swap_wait_unlocked(dev_event_t *e)
-{
-    dev_device_t *dev = S->dev;
-    waiters_enter();
-    pthread_mutex_unlock(&swap_lock);
-    (void)dev_event_synchronize(dev, e); /* an error shows again in the next query */
-    pthread_mutex_lock(&swap_lock);
-    waiters_leave();
 }
 
 /* Waits until the default stream has finished what was queued when the
@@ -257,24 +195,24 @@ void swap_wait_unlocked(dev_event_t *e)
  * the wait (issue 24). */
 lms_status_t swap_sync_released(void)
 {
-    uint64_t upto = S->released_at_once;
+    uint64_t upto = S->streams.released_at_once;
     dev_event_t *e;
-    lms_status_t st = swap_event(&e);
+    lms_status_t st = events_take(&S->events, &e);
     if (st != LMS_OK)
         return st;
-    if ((st = dev_event_record(S->dev, e, S->streams[0]->dev)) == LMS_OK) {
-        swap_wait_unlocked(e);
+    if ((st = dev_event_record(S->dev, e, S->streams.slot[0]->dev)) == LMS_OK) {
+        events_wait_unlocked(&S->events, e);
         /* the wait's own error shows again here; "not ready" after a wait
          * on an event nobody else records is the device's failure */
         if ((st = dev_event_query(S->dev, e)) == LMS_NOT_READY)
             st = base_fail(LMS_ERR_DEVICE, "lms: the default stream's work was waited for "
                                            "and is still not done");
     }
-    swap_recycle_event(e);
+    events_recycle(&S->events, e);
     if (st != LMS_OK)
         return st;
-    if (S->released_synced < upto)
-        S->released_synced = upto;
+    if (S->streams.released_synced < upto)
+        S->streams.released_synced = upto;
     return LMS_OK;
 }
 
@@ -286,7 +224,7 @@ lms_status_t swap_sync_released(void)
  * only that every chunk of an unpin's range was pinned let lms_unpin(p + 2
  * MiB, 16) release half of lms_pin(p, 4 MiB), after which the matching
  * unpin failed and the other half stayed pinned forever (issue 24). So each
- * pinned range is recorded, (offset, bytes) with a count, in S->pinrecs,
+ * pinned range is recorded, (offset, bytes) with a count, in S->pins.rec,
  * sorted; lms_unpin needs a record of exactly its range. An allocation
  * whose memory is released (or taken again by its stream) while pinned
  * loses its records and their chunk pins then: the free of pinned memory
@@ -300,10 +238,10 @@ lms_status_t swap_sync_released(void)
 /* The index of the first record at or after (offset, bytes). */
 static size_t pin_index(size_t offset, size_t bytes)
 {
-    size_t lo = 0, hi = S->npinrecs;
+    size_t lo = 0, hi = S->pins.n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const pin_record_t *r = &S->pinrecs[mid];
+        const pin_record_t *r = &S->pins.rec[mid];
         if (r->offset < offset || (r->offset == offset && r->bytes < bytes))
             lo = mid + 1;
         else
@@ -315,36 +253,36 @@ static size_t pin_index(size_t offset, size_t bytes)
 /* Whether record i is exactly (offset, bytes). */
 static bool pin_is(size_t i, size_t offset, size_t bytes)
 {
-    return i < S->npinrecs && S->pinrecs[i].offset == offset && S->pinrecs[i].bytes == bytes;
+    return i < S->pins.n && S->pins.rec[i].offset == offset && S->pins.rec[i].bytes == bytes;
 }
 
 /* Removes records [i, j), keeping the thread caches' count in step. */
 static void drop_pin_records(size_t i, size_t j)
 {
-    memmove(&S->pinrecs[i], &S->pinrecs[j], (S->npinrecs - j) * sizeof *S->pinrecs);
-    S->npinrecs -= j - i;
-    __atomic_store_n(&tc_pin_records, S->npinrecs, __ATOMIC_RELAXED);
+    memmove(&S->pins.rec[i], &S->pins.rec[j], (S->pins.n - j) * sizeof *S->pins.rec);
+    S->pins.n -= j - i;
+    __atomic_store_n(&tc_pin_records, S->pins.n, __ATOMIC_RELAXED);
 }
 
 /* The allocation at [offset, offset + size) is released or reused: its
  * pins go (Note [Pin records]). */
 static void unpin_released(size_t offset, size_t size)
 {
-    if (S->npinrecs == 0)
+    if (S->pins.n == 0)
         return;
     size_t i = pin_index(offset, 0), j = i;
-    for (; j < S->npinrecs && S->pinrecs[j].offset < offset + size; j++)
-        resid_unpin(S->pinrecs[j].offset, S->pinrecs[j].bytes, S->pinrecs[j].count);
+    for (; j < S->pins.n && S->pins.rec[j].offset < offset + size; j++)
+        resid_unpin(S->pins.rec[j].offset, S->pins.rec[j].bytes, S->pins.rec[j].count);
     drop_pin_records(i, j);
 }
 
 bool swap_pinned_at(size_t offset)
 {
     size_t base, size;
-    if (S->npinrecs == 0 || alloc_find(S->alloc, offset, &base, &size) != LMS_OK)
+    if (S->pins.n == 0 || alloc_find(S->alloc, offset, &base, &size) != LMS_OK)
         return false;
     size_t i = pin_index(base, 0);
-    return i < S->npinrecs && S->pinrecs[i].offset < base + size;
+    return i < S->pins.n && S->pins.rec[i].offset < base + size;
 }
 
 static void release_entry(pending_t *p)
@@ -376,7 +314,7 @@ static lms_status_t collect(stream_t *s, bool wait)
             }
         }
         memmove(&s->fences[0], &s->fences[1], --s->nfences * sizeof *s->fences);
-        swap_recycle_event(f.event);
+        events_recycle(&S->events, f.event);
     }
     return LMS_OK;
 }
@@ -385,13 +323,13 @@ static lms_status_t collect(stream_t *s, bool wait)
 static lms_status_t collect_all(bool fence_first, bool wait)
 {
     lms_status_t st = LMS_OK;
-    for (size_t i = 0; i < S->nstreams && st == LMS_OK; i++) {
-        if (S->streams[i] == NULL)
+    for (size_t i = 0; i < S->streams.n && st == LMS_OK; i++) {
+        if (S->streams.slot[i] == NULL)
             continue;
         if (fence_first)
-            st = fence(S->streams[i]);
+            st = fence(S->streams.slot[i]);
         if (st == LMS_OK)
-            st = collect(S->streams[i], wait);
+            st = collect(S->streams.slot[i], wait);
     }
     return st;
 }
@@ -405,17 +343,17 @@ static void wait_for_fences(void)
     /* one waiter throughout: between two waits another thread may collect
      * the next event, which must stay retired, not re-recorded, until this
      * thread has waited on it too */
-    waiters_enter();
-    for (size_t from = 0; from < S->nstreams;) { /* slots may come and go between batches */
+    events_waiters_enter(&S->events);
+    for (size_t from = 0; from < S->streams.n;) { /* slots may come and go between batches */
         dev_event_t *newest[64];
         size_t n = 0;
-        for (; from < S->nstreams && n < 64; from++)
-            if (S->streams[from] != NULL && S->streams[from]->nfences > 0)
-                newest[n++] = S->streams[from]->fences[S->streams[from]->nfences - 1].event;
+        for (; from < S->streams.n && n < 64; from++)
+            if (S->streams.slot[from] != NULL && S->streams.slot[from]->nfences > 0)
+                newest[n++] = S->streams.slot[from]->fences[S->streams.slot[from]->nfences - 1].event;
         for (size_t i = 0; i < n; i++)
-            swap_wait_unlocked(newest[i]);
+            events_wait_unlocked(&S->events, newest[i]);
     }
-    waiters_leave();
+    events_waiters_leave(&S->events);
 }
 
 /* A pending entry of s that an allocation of size may take over; the
@@ -502,13 +440,13 @@ static void destroy_state(void)
     tc_invalidate(); /* before anything goes (lms.h: no call may run beside it) */
     resid_stop();
     /* the host pool goes first, so no copy may still use it */
-    for (size_t i = 0; i < S->nstreams; i++)
-        if (S->streams[i] != NULL)
-            (void)dev_stream_synchronize(S->dev, S->streams[i]->dev);
-    if (S->h2d != NULL)
-        (void)dev_stream_synchronize(S->dev, S->h2d);
-    if (S->d2h != NULL)
-        (void)dev_stream_synchronize(S->dev, S->d2h);
+    for (size_t i = 0; i < S->streams.n; i++)
+        if (S->streams.slot[i] != NULL)
+            (void)dev_stream_synchronize(S->dev, S->streams.slot[i]->dev);
+    if (S->xfers.h2d != NULL)
+        (void)dev_stream_synchronize(S->dev, S->xfers.h2d);
+    if (S->xfers.d2h != NULL)
+        (void)dev_stream_synchronize(S->dev, S->xfers.d2h);
     /* the timeline ends with the stats as they are now, once the device has
      * reported all its work (the observer's replacement waits for that) and
      * can report no more (closed) */
@@ -525,11 +463,10 @@ static void destroy_state(void)
     device_root = NULL;
     if (tracing)
         timeline_finish(&final);
-    for (size_t i = 0; i < S->nstreams; i++)
-        free_stream(S->streams[i]);
-    base_meta_free(S->events);
-    base_meta_free(S->retired);
-    base_meta_free(S->pinrecs);
+    for (size_t i = 0; i < S->streams.n; i++)
+        free_stream(S->streams.slot[i]);
+    events_destroy(&S->events);
+    base_meta_free(S->pins.rec);
     __atomic_store_n(&tc_pin_records, 0, __ATOMIC_RELAXED);
     alloc_destroy(S->alloc);
     base_meta_free(S);
@@ -686,6 +623,7 @@ static lms_status_t init_locked(const swap_config_t *cfg)
         return st;
     }
     device_root = S->dev;
+    events_init(&S->events, S->dev, &swap_lock);
     if (cfg->trace_path != NULL && cfg->trace_path[0] != '\0' &&
         (st = timeline_open(cfg->trace_path, &S->dev->info, &cfg->device)) != LMS_OK)
         goto fail;
@@ -767,22 +705,19 @@ static lms_status_t init_locked(const swap_config_t *cfg)
      * reclaim thread keeps `high` blocks free, whose data is then on the
      * host. So that much of the host limit is not for allocations. */
     size_t host_chunks = S->host_limit / chunk;
-    S->capacity = S->budget + (host_chunks > S->high ? host_chunks - S->high : 0);
+    S->capacity = S->budget + (host_chunks > S->rc.high ? host_chunks - S->rc.high : 0);
     if (cfg->va_reserve && S->nchunks < S->capacity)
         base_log(BASE_LOG_WARN, "LMS_VA_RESERVE=%s is less than the room for allocations (%s of "
                  "the device and host limits): allocations stop at the reserved range",
                  swap_fmt(va, a), swap_fmt(S->capacity * chunk, b));
-    S->flush_bytes = S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
-    if ((st = new_stream(0, &S->streams[0])) != LMS_OK)
+    S->streams.flush_bytes = S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
+    if ((st = new_stream(0, &S->streams.slot[0])) != LMS_OK)
         goto fail;
-    S->nstreams = S->live_streams = 1;
-    for (; cfg->preallocate && S->created < S->budget; S->created++)
-        if ((st = dev_block_create(S->dev, &S->pool[S->npool++])) != LMS_OK) {
-            S->npool--;
-            goto fail;
-        }
+    S->streams.n = S->streams.live = 1;
+    if (cfg->preallocate && (st = blocks_preallocate(&S->blocks)) != LMS_OK)
+        goto fail;
     if (timeline_on) { /* the device's work from now on */
-        timeline_copy_streams(S->h2d, S->d2h);
+        timeline_copy_streams(S->xfers.h2d, S->xfers.d2h);
         if ((st = dev_set_observer(S->dev, timeline_device_work, NULL)) != LMS_OK)
             goto fail;
         static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -1049,12 +984,12 @@ static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size, bool ma
     int cls = alloc_class_at(S->alloc, offset);
     if (cls < 0) /* policy/ learns when whole chunks die (in program order) */
         resid_free_event((alloc_chunks_t){offset / S->chunk, (size + S->chunk - 1) / S->chunk});
-    if (s == NULL || S->live_streams == 1) {
+    if (s == NULL || S->streams.live == 1) {
         unpin_released(offset, size);
         alloc_chunks_t freed;
         alloc_release(S->alloc, offset, &freed);
         resid_freed(freed);
-        S->released_at_once++;
+        S->streams.released_at_once++;
         return LMS_OK;
     }
     deque_t *d = cls >= 0 ? &s->small[cls] : &s->large;
@@ -1065,7 +1000,7 @@ static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size, bool ma
     s->unfenced_bytes += size;
     /* Let a stream that frees much give its memory back to everyone. A fence
      * that cannot be recorded now is recorded when an allocation runs short. */
-    if (may_fence && s->unfenced_bytes >= S->flush_bytes && fence(s) != LMS_OK)
+    if (may_fence && s->unfenced_bytes >= S->streams.flush_bytes && fence(s) != LMS_OK)
         base_log(BASE_LOG_DEBUG, "lms_free: fence deferred: %s", lms_last_error());
     return LMS_OK;
 }
@@ -1093,11 +1028,11 @@ static lms_status_t all_streams(stream_t **out)
 {
     size_t i;
     lms_status_t st = LMS_OK;
-    if (S->all_slot == 0 && (st = add_stream(0, true, &i)) == LMS_OK)
-        S->all_slot = i;
+    if (S->streams.all_slot == 0 && (st = add_stream(0, true, &i)) == LMS_OK)
+        S->streams.all_slot = i;
     if (st != LMS_OK)
         return base_fail(st, "lms_free(LMS_ALL_STREAMS): %s", lms_last_error());
-    *out = S->streams[S->all_slot];
+    *out = S->streams.slot[S->streams.all_slot];
     return LMS_OK;
 }
 
@@ -1120,8 +1055,8 @@ static lms_status_t free_locked(void *ptr, lms_stream_t stream)
         st = alloc_mark_freed(S->alloc, offset, &size);
     if (st == LMS_ERR_INVALID && s != NULL && offset_of(ptr, &offset))
         st = base_fail(LMS_ERR_INVALID, "lms_free(%p): %s", ptr, lms_last_error());
-    if (st == LMS_ERR_INVALID && S != NULL && !S->warned_bad_free) {
-        S->warned_bad_free = true;
+    if (st == LMS_ERR_INVALID && S != NULL && !S->streams.warned_bad_free) {
+        S->streams.warned_bad_free = true;
         base_log(BASE_LOG_WARN, "%s (reported once; later bad frees only by status)",
                  lms_last_error());
     }
@@ -1190,19 +1125,19 @@ lms_status_t lms_memory_info(size_t *free_bytes, size_t *total_bytes)
  * queued so far (see Note [Stream-ordered free]). */
 static lms_status_t order_after_all(stream_t *s)
 {
-    if (!swap_grow((void **)&S->events, &S->capevents, S->nevents + 1, sizeof *S->events))
+    if (!swap_grow((void **)&S->events.free, &S->events.capfree, S->events.nfree + 1, sizeof *S->events.free))
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory to order a stream after the others");
     dev_event_t *e;
     lms_status_t st = LMS_OK;
-    if (S->nevents > 0)
-        e = S->events[--S->nevents];
+    if (S->events.nfree > 0)
+        e = S->events.free[--S->events.nfree];
     else if ((st = dev_event_create(S->dev, &e)) != LMS_OK)
         return st;
-    for (size_t i = 0; i < S->nstreams && st == LMS_OK; i++)
-        if (S->streams[i] != NULL && S->streams[i] != s &&
-            (st = dev_event_record(S->dev, e, S->streams[i]->dev)) == LMS_OK)
+    for (size_t i = 0; i < S->streams.n && st == LMS_OK; i++)
+        if (S->streams.slot[i] != NULL && S->streams.slot[i] != s &&
+            (st = dev_event_record(S->dev, e, S->streams.slot[i]->dev)) == LMS_OK)
             st = dev_stream_wait_event(S->dev, s->dev, e); /* waits on this record */
-    S->events[S->nevents++] = e; /* room was made above */
+    S->events.free[S->events.nfree++] = e; /* room was made above */
     return st;
 }
 
@@ -1211,23 +1146,23 @@ static lms_status_t order_after_all(stream_t *s)
 static lms_status_t add_stream(uint64_t native, bool all, size_t *slot)
 {
     size_t i = 1;
-    while (i < S->nstreams && S->streams[i] != NULL)
+    while (i < S->streams.n && S->streams.slot[i] != NULL)
         i++;
     if (i == MAX_STREAMS)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "%u streams exist", MAX_STREAMS - 1);
-    lms_status_t st = new_stream(native, &S->streams[i]);
+    lms_status_t st = new_stream(native, &S->streams.slot[i]);
     if (st != LMS_OK)
         return st;
-    S->streams[i]->all = all;
-    if ((st = order_after_all(S->streams[i])) != LMS_OK) {
-        dev_stream_destroy(S->dev, S->streams[i]->dev);
-        free_stream(S->streams[i]);
-        S->streams[i] = NULL;
+    S->streams.slot[i]->all = all;
+    if ((st = order_after_all(S->streams.slot[i])) != LMS_OK) {
+        dev_stream_destroy(S->dev, S->streams.slot[i]->dev);
+        free_stream(S->streams.slot[i]);
+        S->streams.slot[i] = NULL;
         return st;
     }
-    S->live_streams += !all;
-    if (i == S->nstreams)
-        S->nstreams++;
+    S->streams.live += !all;
+    if (i == S->streams.n)
+        S->streams.n++;
     *slot = i;
     return LMS_OK;
 }
@@ -1257,8 +1192,8 @@ static uint64_t native_key(void *cuda_stream)
 /* The slot of the stream adopted for key; 0 if none. */
 static size_t adopted_slot(uint64_t key)
 {
-    for (size_t i = 1; i < S->nstreams; i++)
-        if (S->streams[i] != NULL && S->streams[i]->native == key)
+    for (size_t i = 1; i < S->streams.n; i++)
+        if (S->streams.slot[i] != NULL && S->streams.slot[i]->native == key)
             return i;
     return 0;
 }
@@ -1310,7 +1245,7 @@ static lms_status_t destroy_locked(lms_stream_t stream)
     for (int round = 0; st == LMS_OK && round < 100; round++) {
         if ((st = fence(s)) != LMS_OK || s->nfences == 0)
             break;
-        swap_wait_unlocked(s->fences[s->nfences - 1].event);
+        events_wait_unlocked(&S->events, s->fences[s->nfences - 1].event);
         if ((s = find_stream(stream)) == NULL)
             st = bad_stream("lms_stream_destroy", stream); /* destroyed meanwhile */
         else
@@ -1321,14 +1256,14 @@ static lms_status_t destroy_locked(lms_stream_t stream)
     /* and every other piece of its work: evictions of chunks it used wait
      * for its work through its slot, which will be gone */
     dev_event_t *e = NULL;
-    if (st == LMS_OK && (st = swap_event(&e)) == LMS_OK &&
+    if (st == LMS_OK && (st = events_take(&S->events, &e)) == LMS_OK &&
         (st = dev_event_record(S->dev, e, s->dev)) == LMS_OK) {
-        swap_wait_unlocked(e);
+        events_wait_unlocked(&S->events, e);
         if ((s = find_stream(stream)) == NULL)
             st = bad_stream("lms_stream_destroy", stream);
     }
     if (e != NULL)
-        swap_recycle_event(e);
+        events_recycle(&S->events, e);
     if (st == LMS_OK)
         st = dev_stream_destroy(S->dev, s->dev);
     if (st == LMS_OK) {
@@ -1338,9 +1273,9 @@ static lms_status_t destroy_locked(lms_stream_t stream)
             if (s->after[k] != NULL)
                 (void)dev_event_destroy(S->dev, s->after[k]);
         free_stream(s);
-        S->streams[i] = NULL;
-        S->generation_of[i]++;
-        S->live_streams--;
+        S->streams.slot[i] = NULL;
+        S->streams.generation_of[i]++;
+        S->streams.live--;
         tc_invalidate(); /* caches keyed to it flush (Note [Thread caches]) */
     }
     return st;
@@ -1361,7 +1296,7 @@ lms_status_t lms_stream_synchronize(lms_stream_t stream)
 
 /* ---- residency ----------------------------------------------------------------- */
 
-static int slot_of(lms_stream_t handle) { return handle == NULL ? 0 : (int)(((uintptr_t)handle & 0xffff) - 1); }
+static int slot_of(lms_stream_t handle) { return streams_slot_of(handle); }
 
 lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t stream)
 {
@@ -1485,20 +1420,20 @@ lms_status_t lms_pin(const void *ptr, size_t bytes)
     lms_range_t r = {ptr, bytes, LMS_WRITE};
     size_t offset = 0;
     bool record = st == LMS_OK && bytes > 0 && offset_of(ptr, &offset);
-    if (record && !swap_grow((void **)&S->pinrecs, &S->cappinrecs, S->npinrecs + 1,
-                             sizeof *S->pinrecs))
+    if (record && !swap_grow((void **)&S->pins.rec, &S->pins.cap, S->pins.n + 1,
+                             sizeof *S->pins.rec))
         st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_pin: no host memory to record the pin");
     if (st == LMS_OK)
         st = resid_access("lms_pin", &r, 1, NULL, 0, 1);
     if (st == LMS_OK && record) { /* Note [Pin records] */
         size_t i = pin_index(offset, bytes);
         if (pin_is(i, offset, bytes)) {
-            S->pinrecs[i].count++;
+            S->pins.rec[i].count++;
         } else {
-            memmove(&S->pinrecs[i + 1], &S->pinrecs[i], (S->npinrecs - i) * sizeof *S->pinrecs);
-            S->pinrecs[i] = (pin_record_t){offset, bytes, 1};
-            S->npinrecs++;
-            __atomic_store_n(&tc_pin_records, S->npinrecs, __ATOMIC_RELAXED);
+            memmove(&S->pins.rec[i + 1], &S->pins.rec[i], (S->pins.n - i) * sizeof *S->pins.rec);
+            S->pins.rec[i] = (pin_record_t){offset, bytes, 1};
+            S->pins.n++;
+            __atomic_store_n(&tc_pin_records, S->pins.n, __ATOMIC_RELAXED);
         }
     }
     leave();
@@ -1521,7 +1456,7 @@ lms_status_t lms_unpin(const void *ptr, size_t bytes)
                        "lms_pin pinned, as a free names an allocation", ptr, bytes);
     if (st == LMS_OK) {
         resid_unpin(offset, bytes, 1);
-        if (--S->pinrecs[i].count == 0)
+        if (--S->pins.rec[i].count == 0)
             drop_pin_records(i, i + 1);
     }
     leave();

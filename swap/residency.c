@@ -143,7 +143,7 @@ typedef struct window {
     int slot;            /* in this slot, */
     uint32_t gen;        /* of this generation */
     bool exiting;        /* its thread is: nothing more is started from it */
-    uint64_t full_at;    /* S->rankings_full when it opened (Note [Ranking between events]) */
+    uint64_t full_at;    /* S->rank.rankings_full when it opened (Note [Ranking between events]) */
 } window_t;
 
 static __thread window_t W;
@@ -190,8 +190,8 @@ const size_t *resid_window_count(void) { return &W.n; }
 static uint32_t window_fence(void)
 {
     stream_t *s = W.s;
-    if (s == NULL || W.slot < 0 || (size_t)W.slot >= S->nstreams || S->streams[W.slot] != s ||
-        S->generation_of[W.slot] != W.gen || W.exiting ||
+    if (s == NULL || W.slot < 0 || (size_t)W.slot >= S->streams.n || S->streams.slot[W.slot] != s ||
+        S->streams.generation_of[W.slot] != W.gen || W.exiting ||
         (S->host_chunks == 0 && S->evicting == 0))
         return 0;
     uint32_t w = s->windows + 1;
@@ -205,44 +205,30 @@ static uint32_t window_fence(void)
     return w;
 }
 
-#define TOUCHED_MAX 256 /* chunks reported between full rankings, at most */
-
-/* Chunks [first, first + n) were reported to policy/: a ranking made before
- * has their keys wrong (Note [Ranking between events]). */
-static inline void note_touched(size_t first, size_t n)
-{
-    if (S->ntouched + n > TOUCHED_MAX) {
-        S->ntouched = TOUCHED_MAX + 1;
-        return;
-    }
-    for (size_t c = first; c < first + n; c++)
-        S->touched[S->ntouched++] = (uint32_t)c;
-}
-
 static void prefetch(void);
 static bool by_schedule(void);
 
 void resid_close_window(void)
 {
     if (S != NULL && W.generation == S->generation && W.n > 0) {
-        S->ranked_n = 0; /* what it held is evictable now: rank again */
+        ranking_stale(&S->rank); /* what it held is evictable now: rank again */
         /* a full ranking made while it was held left its chunks out */
-        bool missed = S->policy != NULL && S->rankings_full != W.full_at;
+        bool missed = S->policy != NULL && S->rank.rankings_full != W.full_at;
         uint32_t w = window_fence();
         for (size_t i = 0; i < W.n; i++) {
-            chunk_t *k = &S->ch[W.chunks[i]];
+            chunk_t *k = &S->chunks.ch[W.chunks[i]];
             k->holds--;
             if (missed)
-                note_touched(W.chunks[i], 1);
+                ranking_touched(&S->rank, W.chunks[i], 1);
             if (W.s != NULL) {
                 k->last_window = w;
                 k->last_slot = (uint16_t)W.slot;
                 k->last_gen = W.gen;
             }
         }
-        S->holds_total -= W.n;
-        if (S->hold_waiters > 0)
-            pthread_cond_broadcast(&S->unheld);
+        S->holds.total -= W.n;
+        if (S->holds.waiters > 0)
+            pthread_cond_broadcast(&S->holds.unheld);
         /* what it held may be what the schedule evicts next, for what it
          * fetches next (Note [Prefetch without harm] in policy.c): while
          * held, neither could happen */
@@ -263,38 +249,6 @@ static bool window_reserve(size_t n)
     return swap_grow((void **)&W.chunks, &W.cap, W.n + n, sizeof *W.chunks);
 }
 
-/* ---- the LRU list of allocated chunks with a block ------------------------ */
-
-static void lru_remove(size_t c)
-{
-    chunk_t *k = &S->ch[c];
-    if (!k->on_lru)
-        return;
-    if (k->lru_prev != NO_CHUNK)
-        S->ch[k->lru_prev].lru_next = k->lru_next;
-    else
-        S->lru_head = k->lru_next;
-    if (k->lru_next != NO_CHUNK)
-        S->ch[k->lru_next].lru_prev = k->lru_prev;
-    else
-        S->lru_tail = k->lru_prev;
-    k->on_lru = false;
-}
-
-static void lru_touch(size_t c) /* to the most recent end */
-{
-    lru_remove(c);
-    chunk_t *k = &S->ch[c];
-    k->lru_prev = S->lru_tail;
-    k->lru_next = NO_CHUNK;
-    if (S->lru_tail != NO_CHUNK)
-        S->ch[S->lru_tail].lru_next = (uint32_t)c;
-    else
-        S->lru_head = (uint32_t)c;
-    S->lru_tail = (uint32_t)c;
-    k->on_lru = true;
-}
-
 /* ---- the timeline (swap/trace.h): one branch each while none is written ---- */
 
 /* Resident or host chunks changed: the timeline's memory counter follows. */
@@ -308,7 +262,7 @@ static inline void memory_changed(void)
  * policy found ending with it (Note [Finding the iteration] in policy.c). */
 static lms_status_t report(size_t first, size_t n, policy_kind_t kind, uint64_t now)
 {
-    note_touched(first, n);
+    ranking_touched(&S->rank, first, n);
     if (!timeline_on)
         return policy_access(S->policy, first, n, kind, now);
     policy_usage_t before, after;
@@ -324,7 +278,7 @@ static lms_status_t report(size_t first, size_t n, policy_kind_t kind, uint64_t 
 
 static void drop_host(size_t c)
 {
-    chunk_t *k = &S->ch[c];
+    chunk_t *k = &S->chunks.ch[c];
     if (k->host == NULL)
         return;
     if (k->xfer != NULL) { /* a copy still uses it: complete() drops it */
@@ -333,18 +287,20 @@ static void drop_host(size_t c)
     }
     hostpool_free(S->host, k->host);
     k->host = NULL;
-    k->clean = false;
+    chunks_set_clean(&S->chunks, c, false);
     S->host_chunks--;
     memory_changed();
 }
 
-/* Frees the host copies of clean resident chunks, until one chunk's extent
- * fits in the pool without growing it, or none is left. */
+/* Frees the host copies of clean resident chunks, lowest first, until one
+ * chunk's extent fits in the pool without growing it, or none is left. It
+ * looks at the clean chunks only (Note [The clean set] in chunks.h). */
 static bool drop_clean_copies(void)
 {
     bool dropped = false;
-    for (size_t c = 0; c < S->nchunks; c++) {
-        chunk_t *k = &S->ch[c];
+    for (size_t c = chunks_next_clean(&S->chunks, 0); c < S->nchunks;
+         c = chunks_next_clean(&S->chunks, c + 1)) {
+        chunk_t *k = &S->chunks.ch[c];
         if (k->state == RESIDENT && k->clean && k->xfer == NULL) {
             drop_host(c);
             dropped = true;
@@ -383,39 +339,24 @@ static lms_status_t host_slot(char **out)
 static size_t host_run(size_t c, size_t n)
 {
     size_t k = 1;
-    while (k < n && S->ch[c + k].host == S->ch[c + k - 1].host + S->chunk)
+    while (k < n && S->chunks.ch[c + k].host == S->chunks.ch[c + k - 1].host + S->chunk)
         k++;
     return k;
 }
 
 /* ---- the block pool and the cached chunks ---------------------------------- */
 
-static void cached_add(size_t c)
-{
-    S->cached[S->ncached++] = (uint32_t)c;
-    S->cached_pos[c] = (uint32_t)S->ncached;
-}
-
-static void cached_remove(size_t c)
-{
-    size_t i = S->cached_pos[c] - 1;
-    uint32_t last = S->cached[--S->ncached];
-    S->cached[i] = last;
-    S->cached_pos[last] = (uint32_t)i + 1;
-    S->cached_pos[c] = 0;
-}
-
 /* Blocks that can be taken without unmapping anything, and those that can be
  * had without evicting anything (cached chunks' blocks too). */
-static size_t unmapped_blocks(void) { return S->npool + (S->budget - S->created); }
-static size_t free_blocks(void) { return unmapped_blocks() + S->ncached; }
+static size_t unmapped_blocks(void) { return blocks_unmapped(&S->blocks); }
+static size_t free_blocks(void) { return unmapped_blocks() + S->chunks.ncached; }
 
 static void set_resident(size_t c, dev_block_t b)
 {
-    S->ch[c].block = b;
-    S->ch[c].state = RESIDENT;
-    S->ch[c].clean = false;
-    S->ch[c].broken = false;
+    S->chunks.ch[c].block = b;
+    S->chunks.ch[c].state = RESIDENT;
+    chunks_set_clean(&S->chunks, c, false);
+    S->chunks.ch[c].broken = false;
     if (++S->resident * S->chunk > S->stats.peak_resident_bytes)
         S->stats.peak_resident_bytes = S->resident * S->chunk;
     memory_changed();
@@ -424,10 +365,11 @@ static void set_resident(size_t c, dev_block_t b)
 static void set_unbacked(size_t c, uint8_t state)
 {
     S->host_entries += state == HOST;
-    S->pool[S->npool++] = S->ch[c].block;
-    S->ch[c].block = 0;
-    S->ch[c].state = state;
-    S->ch[c].broken = false;
+    blocks_put(&S->blocks, S->chunks.ch[c].block);
+    S->chunks.ch[c].block = 0;
+    S->chunks.ch[c].state = state;
+    S->chunks.ch[c].broken = false;
+    chunks_set_clean(&S->chunks, c, false); /* off the device: never read until set_resident */
     S->resident--;
     memory_changed();
 }
@@ -440,7 +382,7 @@ static lms_status_t uncache(size_t victim)
     lms_status_t st = dev_unmap(S->dev, chunk_addr(victim), S->chunk);
     if (st != LMS_OK)
         return st;
-    cached_remove(victim);
+    chunks_cached_remove(&S->chunks, victim);
     drop_host(victim);
     set_unbacked(victim, UNBACKED);
     return LMS_OK;
@@ -449,108 +391,27 @@ static lms_status_t uncache(size_t victim)
 /* uncache() of the first cached chunk with no copy in flight. */
 static lms_status_t uncache_one(void)
 {
-    for (size_t i = 0; i < S->ncached; i++)
-        if (S->ch[S->cached[i]].xfer == NULL)
-            return uncache(S->cached[i]);
+    for (size_t i = 0; i < S->chunks.ncached; i++)
+        if (S->chunks.ch[S->chunks.cached[i]].xfer == NULL)
+            return uncache(S->chunks.cached[i]);
     return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: no free device block");
 }
 
-/* A block from the pool, or newly created within the budget; the caller
- * made sure one of those exists (unmapped_blocks). */
-static lms_status_t take_block(dev_block_t *out)
-{
-    if (S->npool > 0) {
-        *out = S->pool[--S->npool];
-        return LMS_OK;
-    }
-    lms_status_t st = dev_block_create(S->dev, out);
-    if (st == LMS_OK)
-        S->created++;
-    return st;
-}
-
-/* ---- copies in flight ------------------------------------------------------- */
-
-/* A copy's record and event, before the copy is queued (Note [Unfenced
- * copies]); xfer_start tracks it once the copy is queued, xfer_discard drops
- * it if none was. */
-static lms_status_t xfer_new(xfer_t **out)
-{
-    xfer_t *x = base_meta_calloc(1, sizeof *x);
-    if (x == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms: no host memory for metadata");
-    lms_status_t st = swap_event(&x->event);
-    if (st != LMS_OK) {
-        base_meta_free(x);
-        return st;
-    }
-    *out = x;
-    return LMS_OK;
-}
-
-static void xfer_discard(xfer_t *x)
-{
-    if (x == NULL)
-        return;
-    swap_recycle_event(x->event);
-    base_meta_free(x);
-}
-
-static dev_stream_t *xfer_stream(const xfer_t *x) { return x->d2h ? S->d2h : S->h2d; }
-
-/* x is the copy (or, d2h, the clean drop) of `copied` chunks within
- * [first, first + n) just queued on its direction's stream: in flight from
- * now on. */
-static void xfer_start(xfer_t *x, size_t first, size_t n, size_t copied, bool d2h)
-{
-    x->first = first;
-    x->n = n;
-    x->copied = copied;
-    x->d2h = d2h;
-    int dir = d2h;
-    if (S->xfers_tail[dir] != NULL)
-        S->xfers_tail[dir]->next = x;
-    else
-        S->xfers[dir] = x;
-    S->xfers_tail[dir] = x;
-    if (!d2h)
-        S->h2d_queued += copied;
-    x->fenced = dev_event_record(S->dev, x->event, xfer_stream(x)) == LMS_OK;
-    if (!x->fenced)
-        base_log(BASE_LOG_DEBUG, "lms: a copy's event is recorded later: %s", lms_last_error());
-}
-
-/* Makes sure x can be waited for: its event recorded after it, or, with
- * may_sync, its stream synchronized (then every copy on it is done). */
-static lms_status_t fence_xfer(xfer_t *x, bool may_sync)
-{
-    if (x->fenced || x->done)
-        return LMS_OK;
-    lms_status_t st = dev_event_record(S->dev, x->event, xfer_stream(x));
-    if (st == LMS_OK) {
-        x->fenced = true;
-        return LMS_OK;
-    }
-    if (!may_sync || (st = dev_stream_synchronize(S->dev, xfer_stream(x))) != LMS_OK)
-        return st;
-    for (xfer_t *y = S->xfers[x->d2h]; y != NULL; y = y->next)
-        y->done = true;
-    return LMS_OK;
-}
+/* ---- copies in flight (transfers.h) ------------------------------------------ */
 
 /* The copy x (NULL: one already waited for) has finished: settle the chunks
  * of [first, first + n) it covered. */
-static void settle(size_t first, size_t n, xfer_t *x)
+static void settle(size_t first, size_t n, const xfer_t *x)
 {
     for (size_t c = first; c < first + n; c++) {
-        chunk_t *k = &S->ch[c];
+        chunk_t *k = &S->chunks.ch[c];
         if (k->xfer != x)
             continue;
         k->xfer = NULL;
         if (k->state == FETCHING)
             k->state = RESIDENT;
         if (k->state == RESIDENT && !k->free)
-            k->clean = k->host != NULL && !k->drop_host;
+            chunks_set_clean(&S->chunks, c, k->host != NULL && !k->drop_host);
         if (k->drop_host || (k->free && k->host != NULL)) {
             k->drop_host = false;
             drop_host(c);
@@ -558,22 +419,22 @@ static void settle(size_t first, size_t n, xfer_t *x)
     }
     /* unmap the chunks whose eviction this was, a run at a time */
     for (size_t c = first; c < first + n;) {
-        if (S->ch[c].state != EVICTING || S->ch[c].xfer != NULL) {
+        if (S->chunks.ch[c].state != EVICTING || S->chunks.ch[c].xfer != NULL) {
             c++;
             continue;
         }
         size_t end = c + 1;
-        while (end < first + n && S->ch[end].state == EVICTING && S->ch[end].xfer == NULL)
+        while (end < first + n && S->chunks.ch[end].state == EVICTING && S->chunks.ch[end].xfer == NULL)
             end++;
         lms_status_t st = dev_unmap(S->dev, chunk_addr(c), (end - c) * S->chunk);
         for (; c < end; c++) {
             S->evicting--;
             if (st == LMS_OK) {
-                set_unbacked(c, S->ch[c].host != NULL ? HOST : UNBACKED);
+                set_unbacked(c, S->chunks.ch[c].host != NULL ? HOST : UNBACKED);
             } else { /* still mapped: it stays, with its now-current copy */
-                S->ch[c].state = RESIDENT;
-                S->ch[c].clean = true;
-                lru_touch(c);
+                S->chunks.ch[c].state = RESIDENT;
+                chunks_set_clean(&S->chunks, c, true);
+                chunks_lru_touch(&S->chunks, c);
             }
         }
         if (st != LMS_OK)
@@ -581,114 +442,46 @@ static void settle(size_t first, size_t n, xfer_t *x)
     }
 }
 
-/* The H2D link's rate (Note [Prefetch]): the copies just seen to finish,
- * over the time since the last look while the stream was busy. */
-static void h2d_seen(size_t chunks)
+/* The copy x has finished: settle the chunks it covered. */
+static void settle_xfer(void *arg, const xfer_t *x)
 {
-    if (!S->h2d_was_busy && S->xfers[0] == NULL)
-        return; /* idle, and was: no clock needed */
-    uint64_t now = base_now_ns();
-    if (S->h2d_was_busy && S->h2d_seen_ns != 0) {
-        S->h2d_busy_ns += now - S->h2d_seen_ns;
-        S->h2d_busy_bytes += chunks * S->chunk;
-        if (S->h2d_busy_ns > 1000000000ull) { /* a second's worth: older ones weigh less */
-            S->h2d_busy_ns /= 2;
-            S->h2d_busy_bytes /= 2;
-        }
-    }
-    S->h2d_seen_ns = now;
-    S->h2d_was_busy = S->xfers[0] != NULL;
-}
-
-static double h2d_bytes_per_ns(void)
-{
-    return S->h2d_busy_bytes >= 8 * S->chunk ? (double)S->h2d_busy_bytes / (double)S->h2d_busy_ns
-                                              : 0;
-}
-
-static void complete(xfer_t *x)
-{
+    (void)arg;
     settle(x->first, x->n, x);
-    swap_recycle_event(x->event);
-    base_meta_free(x);
-}
-
-/* Whether a copy queued after x on its stream has ended, and so x too (the
- * stream is FIFO); then x and those between are done. */
-static bool later_ended(xfer_t *x)
-{
-    for (xfer_t *y = x->next; y != NULL; y = y->next)
-        if (y->done || (y->fenced && dev_event_query(S->dev, y->event) == LMS_OK)) {
-            for (xfer_t *z = x; z != y; z = z->next)
-                z->done = true;
-            return true;
-        }
-    return false;
 }
 
 /* Settles the copies that have finished, at most `most` of each direction
  * (an eviction's unmap is a step of a pipelined swap: Note [Pipelined
- * swaps]). A copy whose event fails to say stays in flight: its chunks are
- * kept as they are, and the failure is returned (the first one). */
+ * swaps]). */
 static lms_status_t progress_upto(size_t most)
 {
-    lms_status_t failed = LMS_OK;
-    size_t fetched = 0;
-    for (int dir = 0; dir < 2; dir++)
-        for (size_t done = 0; S->xfers[dir] != NULL && done < most; done++) {
-            xfer_t *x = S->xfers[dir];
-            if (fence_xfer(x, false) != LMS_OK && !later_ended(x))
-                break; /* cannot tell yet whether it has ended */
-            lms_status_t st = x->done ? LMS_OK : dev_event_query(S->dev, x->event);
-            if (st != LMS_OK) {
-                if (st != LMS_NOT_READY && failed == LMS_OK)
-                    failed = st;
-                break;
-            }
-            S->xfers[dir] = x->next;
-            if (S->xfers[dir] == NULL)
-                S->xfers_tail[dir] = NULL;
-            if (dir == 0) {
-                fetched += x->copied;
-                S->h2d_queued -= x->copied;
-            }
-            complete(x);
-        }
-    h2d_seen(fetched);
-    return failed;
+    return transfers_progress(&S->xfers, most, settle_xfer, NULL);
 }
 
 static lms_status_t progress(void) { return progress_upto(SIZE_MAX); }
 
-/* Waits, lock dropped, for x to end, and settles what has (at most `most`
- * copies of each direction); fails when x's end cannot be known (Note
- * [Unfenced copies]). */
+/* xfer_wait, settling as progress_upto does. */
 static lms_status_t wait_xfer(xfer_t *x, size_t most)
 {
-    lms_status_t st = fence_xfer(x, true);
-    if (st != LMS_OK)
-        return st;
-    if (!x->done)
-        swap_wait_unlocked(x->event);
-    return progress_upto(most);
+    return xfer_wait(&S->xfers, x, most, settle_xfer, NULL);
 }
 
-/* wait_xfer on the oldest copy in flight (d2h first), settling at most
- * `most` of each direction; LMS_OK if none. */
+/* wait_xfer on the oldest copy in flight (d2h first); LMS_OK if none. */
 static lms_status_t wait_oldest(size_t most)
 {
-    xfer_t *x = S->xfers[1] != NULL ? S->xfers[1] : S->xfers[0];
+    xfer_t *x = transfers_oldest(&S->xfers);
     return x != NULL ? wait_xfer(x, most) : LMS_OK;
 }
 
 /* ---- eviction ---------------------------------------------------------------- */
 
-static bool evictable(size_t c)
+static bool chunk_evictable(const chunks_t *t, size_t c)
 {
-    const chunk_t *k = &S->ch[c];
+    const chunk_t *k = &t->ch[c];
     return k->state == RESIDENT && k->xfer == NULL && k->holds == 0 && k->pins == 0 &&
            !k->free && !k->broken;
 }
+
+static bool evictable(size_t c) { return chunk_evictable(&S->chunks, c); }
 
 /* Makes the d2h stream wait for the work that used the chunks [first,
  * first + n) on every stream (Note [Eviction fences]). */
@@ -696,19 +489,19 @@ static lms_status_t after_last_use(size_t first, size_t n)
 {
     uint64_t mask = 0;
     for (size_t c = first; c < first + n; c++)
-        mask |= S->ch[c].streams;
-    for (size_t i = 0; i < S->nstreams && mask != 0; i++) {
-        stream_t *s = S->streams[i];
+        mask |= S->chunks.ch[c].streams;
+    for (size_t i = 0; i < S->streams.n && mask != 0; i++) {
+        stream_t *s = S->streams.slot[i];
         uint64_t bit = 1ull << (i < 63 ? i : 63);
         if (s == NULL || !(mask & bit))
             continue;
         bool known = i < 63; /* the window after each one's last use here */
         uint32_t latest = 0;  /* the latest of those */
         for (size_t c = first; c < first + n && known; c++) {
-            const chunk_t *k = &S->ch[c];
+            const chunk_t *k = &S->chunks.ch[c];
             if (!(k->streams & bit))
                 continue;
-            known = k->last_window != 0 && k->last_slot == i && k->last_gen == S->generation_of[i];
+            known = k->last_window != 0 && k->last_slot == i && k->last_gen == S->streams.generation_of[i];
             latest = known && k->last_window > latest ? k->last_window : latest;
         }
         dev_event_t *e = s->use_event;
@@ -720,7 +513,7 @@ static lms_status_t after_last_use(size_t first, size_t n)
             st = dev_event_record(S->dev, e, s->dev);
         }
         if (st == LMS_OK)
-            st = dev_stream_wait_event(S->dev, S->d2h, e);
+            st = dev_stream_wait_event(S->dev, S->xfers.d2h, e);
         if (st != LMS_OK)
             return st;
     }
@@ -735,14 +528,14 @@ static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
 {
     uint64_t decided = timeline_on ? base_now_ns() : 0;
     size_t n = *np;
-    bool clean = S->ch[first].clean;
+    bool clean = S->chunks.ch[first].clean;
     xfer_t *x = NULL;
     lms_status_t st = after_last_use(first, n);
     if (st == LMS_OK)
-        st = xfer_new(&x);
+        st = xfer_new(&S->xfers, &x);
     size_t slots = 0;
     while (st == LMS_OK && !clean && slots < n)
-        if ((st = host_slot(&S->ch[first + slots].host)) == LMS_OK)
+        if ((st = host_slot(&S->chunks.ch[first + slots].host)) == LMS_OK)
             slots++;
     if (st == LMS_ERR_OUT_OF_MEMORY && slots > 0) /* the pool is full: evict what fits */
         n = slots, st = LMS_OK;
@@ -750,28 +543,28 @@ static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
     size_t copied = 0;
     for (size_t c = first; st == LMS_OK && !clean && c < first + n;) {
         size_t k = host_run(c, first + n - c);
-        if ((st = dev_copy_d2h(S->dev, S->d2h, S->ch[c].host, chunk_addr(c), k * S->chunk)) == LMS_OK)
+        if ((st = dev_copy_d2h(S->dev, S->xfers.d2h, S->chunks.ch[c].host, chunk_addr(c), k * S->chunk)) == LMS_OK)
             copied += k;
         c += k;
     }
     if (!clean) { /* the slots no copy reads go back: a failed copy evicts the rest */
         for (size_t c = first + copied; c < first + slots; c++)
-            hostpool_free(S->host, S->ch[c].host);
+            hostpool_free(S->host, S->chunks.ch[c].host);
         for (size_t c = first + copied; c < first + *np; c++)
-            S->ch[c].host = NULL;
+            S->chunks.ch[c].host = NULL;
         n = copied;
     }
     if (st != LMS_OK && (clean || n == 0)) {
-        xfer_discard(x);
+        xfer_discard(&S->xfers, x);
         return st;
     }
     if (st != LMS_OK)
         base_log(BASE_LOG_DEBUG, "lms: %zu of %zu chunks evicted: %s", n, *np, lms_last_error());
     *np = n;
-    xfer_start(x, first, n, n, true);
+    xfer_start(&S->xfers, x, first, n, n, true);
     for (size_t c = first; c < first + n; c++) {
-        chunk_t *k = &S->ch[c];
-        lru_remove(c);
+        chunk_t *k = &S->chunks.ch[c];
+        chunks_lru_remove(&S->chunks, c);
         k->prefetched = false;
         if (!clean)
             S->host_chunks++;
@@ -799,9 +592,9 @@ static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
 static void run_around(size_t v, size_t want, uint64_t min_key, bool ahead, size_t *first,
                        size_t *n)
 {
-    bool clean = S->ch[v].clean;
+    bool clean = S->chunks.ch[v].clean;
     size_t lo = v, hi = v + 1, cap = want < 1 ? 1 : want > S->piece ? S->piece : want;
-#define LIKE(c) (evictable(c) && S->ch[c].clean == clean && !(ahead && S->ch[c].prefetched) && \
+#define LIKE(c) (evictable(c) && S->chunks.ch[c].clean == clean && !(ahead && S->chunks.ch[c].prefetched) && \
                  (min_key == 0 || policy_evict_key(S->policy, c) >= min_key))
     while (hi - lo < cap && hi < S->nchunks && LIKE(hi))
         hi++;
@@ -814,118 +607,7 @@ static void run_around(size_t v, size_t want, uint64_t min_key, bool ahead, size
 
 /* ---- victims by the schedule (Note [Prefetch]) ------------------------------ */
 
-#define RANKED_MAX 8192 /* candidates looked at (rank_victims) */
 #define PREFETCH_WALK 4096 /* events a prefetch looks ahead at most */
-
-typedef struct ranked {
-    uint64_t key;   /* policy_evict_key: higher goes first */
-    uint32_t order; /* on the LRU list: ties go least recent first */
-    uint32_t chunk;
-} ranked_t;
-
-static int cmp_ranked(const void *a, const void *b)
-{
-    const ranked_t *x = a, *y = b;
-    if (x->key != y->key)
-        return x->key < y->key ? 1 : -1;
-    return (x->order > y->order) - (x->order < y->order);
-}
-
-/*
- * Note [Ranking between events]
- * policy/'s keys change at every event, and a ranking of the resident
- * chunks costs a walk of them all, a key each for up to RANKED_MAX, and a
- * sort: about 0.4 ms with 20K chunks resident (sim, 64 KiB chunks), which
- * an access that must evict paid once per event, under the lock (an 80 GB
- * card holds 40K chunks of 2 MiB). But between two events the keys of the
- * chunks neither event named keep their order (policy_basis: the position
- * moved, all their distances shrank alike), so a full ranking stays right
- * for them; only the chunks named since (touched) are misplaced, and they
- * are few. So a full ranking is made when policy_basis changes, when more
- * than TOUCHED_MAX chunks were named since the last one, or when its head
- * ran out (evict_some); between, rank_head re-keys the first REPAIR_HEAD
- * still evictable chunks of it not named since, adds the named ones, and
- * sorts those (at most REPAIR_HEAD + TOUCHED_MAX keys; bench/many_chunks,
- * 20K chunks of 64 KiB on sim: 320-570 us an access before, 44-51 after,
- * fetching what MIN does both ways). A closing window counts its chunks as
- * named again if a full ranking was made while they were held (it left
- * them out), and a prefetch that needs a victim deeper than the head asks
- * for a deeper one.
- * Missing from a head: chunks that came resident since the full ranking
- * without being named (fetched ahead: not the reclaim thread's victims
- * either), and chunks whose next use the position skipped over (they rank
- * as needed soon: a worse victim than MIN's, never a wrong one).
- */
-#define REPAIR_HEAD 128 /* entries of the full ranking rank_head re-keys, at least */
-
-/* The evictable chunks, in the order policy/ would evict them, into S->full
- * (and S->ranked); how many. At most RANKED_MAX are looked at, taken evenly
- * along the whole LRU list: under the schedule the least recently used are
- * often the ones needed soonest (a loop), so the list's end alone is a
- * biased sample. */
-static size_t rank_full(void)
-{
-    size_t n = 0, seen = 0, stride = S->resident / RANKED_MAX + 1;
-    for (uint32_t c = S->lru_head; c != NO_CHUNK && n < RANKED_MAX; c = S->ch[c].lru_next)
-        if (evictable(c) && seen++ % stride == 0) {
-            S->full[n] = (ranked_t){policy_evict_key(S->policy, c), (uint32_t)n, c};
-            n++;
-        }
-    qsort(S->full, n, sizeof *S->full, cmp_ranked);
-    S->full_n = n;
-    S->full_basis = policy_basis(S->policy);
-    S->rankings_full++;
-    S->ntouched = 0;
-    S->ranked = S->full;
-    return n;
-}
-
-static int cmp_u32(const void *a, const void *b);
-
-/* The full ranking's head, re-keyed, with the chunks named since, into
- * S->head (and S->ranked); how many (Note [Ranking between events]). At
- * least `need` of the full ranking's entries are looked at. */
-static size_t rank_head(size_t need)
-{
-    size_t nt = S->ntouched, n = 0, taken = 0;
-    memcpy(S->touched_sorted, S->touched, nt * sizeof *S->touched);
-    qsort(S->touched_sorted, nt, sizeof *S->touched_sorted, cmp_u32);
-    for (size_t i = 0; i < nt; i++) { /* after the others among equals, each once */
-        uint32_t c = S->touched_sorted[i];
-        if (evictable(c) && (i == 0 || S->touched_sorted[i - 1] != c))
-            S->head[n++] = (ranked_t){policy_evict_key(S->policy, c), RANKED_MAX + (uint32_t)i, c};
-    }
-    need = need > REPAIR_HEAD ? need : REPAIR_HEAD;
-    for (size_t i = 0; i < S->full_n && taken < need && n < RANKED_MAX; i++) {
-        uint32_t c = S->full[i].chunk;
-        if (!evictable(c) ||
-            bsearch(&c, S->touched_sorted, nt, sizeof *S->touched_sorted, cmp_u32) != NULL)
-            continue;
-        S->head[n++] = (ranked_t){policy_evict_key(S->policy, c), S->full[i].order, c};
-        taken++;
-    }
-    qsort(S->head, n, sizeof *S->head, cmp_ranked);
-    S->ranked = S->head;
-    S->rankings_head++;
-    return n;
-}
-
-/* The evictable chunks, in the order policy/ would evict them, into
- * S->ranked; how many: the full ranking, or its head repaired (Note
- * [Ranking between events]) with at least `need` entries of it looked at.
- * A ranking is kept while policy/'s answers stay the same (policy_version:
- * until the next event or mark), so that a burst of evictions ranks once;
- * evict_ranked skips what is no longer evictable. */
-static size_t rank_victims(size_t need)
-{
-    if (S->ranked_for == policy_version(S->policy) && S->ranked_n > 0)
-        return S->ranked_n;
-    bool full = S->full_n == 0 || S->full_basis != policy_basis(S->policy) ||
-                S->ntouched > TOUCHED_MAX;
-    S->ranked_n = full ? rank_full() : rank_head(need);
-    S->ranked_for = policy_version(S->policy);
-    return S->ranked_n;
-}
 
 static bool by_schedule(void) { return S->policy != NULL && policy_following(S->policy); }
 
@@ -939,10 +621,10 @@ static size_t evict_ranked(size_t n, size_t want, bool ahead, timeline_by_t by, 
 {
     size_t started = 0;
     *st = LMS_OK;
-    uint64_t min_key = n == 0 || want == 0 ? 0 : S->ranked[(want < n ? want : n) - 1].key;
+    uint64_t min_key = n == 0 || want == 0 ? 0 : S->rank.ranked[(want < n ? want : n) - 1].key;
     for (size_t i = 0; i < n && started < want; i++) {
-        size_t c = S->ranked[i].chunk, first, run;
-        if (!evictable(c) || (ahead && S->ch[c].prefetched)) /* gone with an earlier run */
+        size_t c = S->rank.ranked[i].chunk, first, run;
+        if (!evictable(c) || (ahead && S->chunks.ch[c].prefetched)) /* gone with an earlier run */
             continue;
         run_around(c, want - started, min_key > 0 ? min_key : 1, ahead, &first, &run);
         if ((*st = evict_run(first, &run, by)) != LMS_OK)
@@ -961,23 +643,23 @@ static size_t evict_some(size_t want, bool ahead, timeline_by_t by, lms_status_t
     size_t started = 0;
     *st = LMS_OK;
     if (by_schedule()) {
-        started = evict_ranked(rank_victims(want), want, ahead, by, st);
+        started = evict_ranked(ranking_victims(&S->rank, want, S->resident), want, ahead, by, st);
         if (started < want && *st == LMS_OK) { /* what became evictable since, in full */
-            S->ranked_n = S->full_n = 0;
-            started += evict_ranked(rank_victims(want - started), want - started, ahead, by, st);
+            ranking_stale_full(&S->rank);
+            started += evict_ranked(ranking_victims(&S->rank, want - started, S->resident), want - started, ahead, by, st);
         }
         return started;
     }
-    uint32_t c = S->lru_head;
+    uint32_t c = S->chunks.lru_head;
     while (c != NO_CHUNK && started < want) {
-        uint32_t next = S->ch[c].lru_next;
+        uint32_t next = S->chunks.ch[c].lru_next;
         if (evictable(c)) {
             size_t first, n;
             run_around(c, want - started, 0, false, &first, &n);
             if ((*st = evict_run(first, &n, by)) != LMS_OK)
                 break;
             started += n;
-            next = S->lru_head; /* the list changed around c */
+            next = S->chunks.lru_head; /* the list changed around c */
         }
         c = next;
     }
@@ -992,10 +674,10 @@ static void prefetch(void);
  * else LMS_RECLAIM_LOW and _HIGH (Note [Prefetch]). */
 static size_t reclaim_low(void)
 {
-    return by_schedule() ? (S->blocks_ahead > 0 ? S->blocks_ahead : 1) : S->low;
+    return by_schedule() ? (S->pf.blocks_ahead > 0 ? S->pf.blocks_ahead : 1) : S->rc.low;
 }
 
-static size_t reclaim_high(void) { return by_schedule() ? reclaim_low() : S->high; }
+static size_t reclaim_high(void) { return by_schedule() ? reclaim_low() : S->rc.high; }
 
 /* ---- the reclaim thread -------------------------------------------------------- */
 
@@ -1006,7 +688,7 @@ static void *reclaim_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&swap_lock);
-    while (!S->stop) {
+    while (!S->rc.stop) {
         (void)progress();
         prefetch(); /* blocks freed since the last access may take what it reads next */
         size_t have = free_blocks() + S->evicting;
@@ -1018,15 +700,15 @@ static void *reclaim_main(void *arg)
         }
         hostpool_usage_t hu;
         hostpool_usage(S->host, &hu);
-        size_t headroom = 2 * S->high * S->chunk;
+        size_t headroom = 2 * S->rc.high * S->chunk;
         if (hu.registered < hu.limit && hu.registered - hu.allocated < headroom)
             (void)hostpool_reserve(S->host, headroom);
         if (timeline_on)
             timeline_tick();
-        if (S->evicting > 0 && S->xfers[1] != NULL && wait_oldest(SIZE_MAX) == LMS_OK)
+        if (S->evicting > 0 && S->xfers.list[1] != NULL && wait_oldest(SIZE_MAX) == LMS_OK)
             continue;
         struct timespec until = swap_deadline(50 * 1000 * 1000);
-        pthread_cond_timedwait(&S->wake, &swap_lock, &until);
+        pthread_cond_timedwait(&S->rc.wake, &swap_lock, &until);
     }
     pthread_mutex_unlock(&swap_lock);
     return NULL;
@@ -1059,22 +741,22 @@ struct timespec swap_deadline(uint64_t ns)
 
 void resid_start(void)
 {
-    if (pthread_create(&S->reclaimer, NULL, reclaim_main, NULL) == 0)
-        S->reclaimer_started = true;
+    if (pthread_create(&S->rc.thread, NULL, reclaim_main, NULL) == 0)
+        S->rc.started = true;
     else
         base_log(BASE_LOG_WARN, "lms: no reclaim thread; evictions happen on demand only");
 }
 
 void resid_stop(void)
 {
-    if (!S->reclaimer_started)
+    if (!S->rc.started)
         return;
-    S->stop = true;
-    pthread_cond_signal(&S->wake);
+    S->rc.stop = true;
+    pthread_cond_signal(&S->rc.wake);
     pthread_mutex_unlock(&swap_lock);
-    pthread_join(S->reclaimer, NULL);
+    pthread_join(S->rc.thread, NULL);
     pthread_mutex_lock(&swap_lock);
-    S->reclaimer_started = false;
+    S->rc.started = false;
 }
 
 /* ---- init and teardown ------------------------------------------------------------ */
@@ -1103,33 +785,24 @@ static void check_watermarks(size_t *low, size_t *high)
 lms_status_t resid_init(void)
 {
     size_t chunk = S->chunk;
-    S->ch = base_meta_calloc(S->nchunks, sizeof *S->ch);
-    S->cached = base_meta_calloc(S->nchunks, sizeof *S->cached);
-    S->cached_pos = base_meta_calloc(S->nchunks, sizeof *S->cached_pos);
-    S->pool = base_meta_calloc(S->budget, sizeof *S->pool);
-    if (!S->ch || !S->cached || !S->cached_pos || !S->pool)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory for %zu chunks", S->nchunks);
-    for (size_t c = 0; c < S->nchunks; c++)
-        S->ch[c].free = true;
-    S->lru_head = S->lru_tail = NO_CHUNK;
+    lms_status_t st = chunks_init(&S->chunks, S->nchunks);
+    if (st == LMS_OK)
+        st = blocks_init(&S->blocks, S->dev, S->budget);
+    if (st != LMS_OK)
+        return st;
     size_t low_b = S->cfg.reclaim_low, high_b = S->cfg.reclaim_high;
     check_watermarks(&low_b, &high_b);
     size_t low = low_b ? low_b / chunk : S->budget / 32;
     size_t high = high_b ? high_b / chunk : S->budget / 16;
-    S->low = low < 1 ? 1 : low;
-    S->high = high <= S->low ? S->low + 1 : high;
+    S->rc.low = low < 1 ? 1 : low;
+    S->rc.high = high <= S->rc.low ? S->rc.low + 1 : high;
     size_t piece = (S->cfg.swap_piece ? S->cfg.swap_piece : PIECE_BYTES) / chunk;
     S->piece = piece < 1 ? 1 : piece > MAX_RUN ? MAX_RUN : piece;
-    S->wake_made = cond_init_monotonic(&S->wake) == 0;
-    S->unheld_made = S->wake_made && cond_init_monotonic(&S->unheld) == 0;
-    if (!S->unheld_made)
+    S->rc.wake_made = cond_init_monotonic(&S->rc.wake) == 0;
+    S->holds.unheld_made = S->rc.wake_made && cond_init_monotonic(&S->holds.unheld) == 0;
+    if (!S->holds.unheld_made)
         return base_fail(LMS_ERR_SYSTEM, "lms_init: pthread_cond_init failed");
-    lms_status_t st = dev_stream_create(S->dev, DEV_PRIORITY_HIGH, &S->h2d);
-    if (st == LMS_OK && (st = dev_stream_create(S->dev, DEV_PRIORITY_HIGH, &S->d2h)) != LMS_OK) {
-        dev_stream_destroy(S->dev, S->h2d);
-        S->h2d = NULL;
-    }
-    if (st != LMS_OK)
+    if ((st = transfers_init(&S->xfers, S->dev, &S->events, chunk)) != LMS_OK)
         return st;
     hostpool_config_t hc = {.dev = S->dev, .limit = S->host_limit, .piece = 0,
                             .numa_node = S->dev->info.host_numa_node};
@@ -1137,17 +810,12 @@ lms_status_t resid_init(void)
         return st;
     if (S->cfg.swap) {
         policy_config_t pc = {.nchunks = S->nchunks, .lru = S->cfg.policy_lru};
-        if ((st = policy_create(&pc, &S->policy)) != LMS_OK)
+        if ((st = policy_create(&pc, &S->policy)) != LMS_OK ||
+            (st = ranking_init(&S->rank, &S->chunks, S->policy, chunk_evictable)) != LMS_OK)
             return st;
-        S->full = base_meta_calloc(RANKED_MAX, sizeof *S->full);
-        S->head = base_meta_calloc(RANKED_MAX, sizeof *S->head);
-        S->touched = base_meta_calloc(TOUCHED_MAX, sizeof *S->touched);
-        S->touched_sorted = base_meta_calloc(TOUCHED_MAX, sizeof *S->touched_sorted);
-        S->ahead = base_meta_calloc(S->piece, sizeof *S->ahead);
-        S->fetch_list = base_meta_calloc(S->piece, sizeof *S->fetch_list);
-        S->ranked = S->full;
-        if (!S->full || !S->head || !S->touched || !S->touched_sorted || !S->ahead ||
-            !S->fetch_list)
+        S->pf.ahead = base_meta_calloc(S->piece, sizeof *S->pf.ahead);
+        S->pf.fetch_list = base_meta_calloc(S->piece, sizeof *S->pf.fetch_list);
+        if (!S->pf.ahead || !S->pf.fetch_list)
             return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory for the policy");
     }
     S->stats.device_limit = S->budget * chunk;
@@ -1157,27 +825,18 @@ lms_status_t resid_init(void)
 
 void resid_destroy(void)
 {
-    for (int dir = 0; dir < 2; dir++)
-        for (xfer_t *x = S->xfers[dir], *next; x != NULL; x = next) {
-            next = x->next;
-            base_meta_free(x); /* its event goes with the device */
-        }
+    transfers_destroy(&S->xfers);
     hostpool_destroy(S->host); /* every host copy with it */
+    ranking_destroy(&S->rank);
     policy_destroy(S->policy);
-    base_meta_free(S->full);
-    base_meta_free(S->head);
-    base_meta_free(S->touched);
-    base_meta_free(S->touched_sorted);
-    base_meta_free(S->ahead);
-    base_meta_free(S->fetch_list);
-    base_meta_free(S->pool);
-    base_meta_free(S->cached_pos);
-    base_meta_free(S->cached);
-    base_meta_free(S->ch);
-    if (S->wake_made) /* a start that failed before resid_init made them: not */
-        pthread_cond_destroy(&S->wake);
-    if (S->unheld_made)
-        pthread_cond_destroy(&S->unheld);
+    base_meta_free(S->pf.ahead);
+    base_meta_free(S->pf.fetch_list);
+    blocks_destroy(&S->blocks);
+    chunks_destroy(&S->chunks);
+    if (S->rc.wake_made) /* a start that failed before resid_init made them: not */
+        pthread_cond_destroy(&S->rc.wake);
+    if (S->holds.unheld_made)
+        pthread_cond_destroy(&S->holds.unheld);
 }
 
 /* ---- placement and frees --------------------------------------------------------- */
@@ -1185,19 +844,19 @@ void resid_destroy(void)
 void resid_placed(alloc_chunks_t used)
 {
     for (size_t c = used.first; c < used.first + used.n; c++) {
-        chunk_t *k = &S->ch[c];
+        chunk_t *k = &S->chunks.ch[c];
         k->free = false;
         /* mapped already (cached), it is reused as is; but work queued
          * before its free may still be waiting to use it when the free was
          * released at once (one stream: Note [Stream-ordered free] in
          * lms.c), so its eviction waits for the default stream, the only
          * stream then, until swap_sync_released says that work is done */
-        bool cached = S->cached_pos[c] != 0;
-        k->streams = cached && S->released_synced < S->released_at_once ? 1 : 0;
+        bool cached = chunks_is_cached(&S->chunks, c);
+        k->streams = cached && S->streams.released_synced < S->streams.released_at_once ? 1 : 0;
         k->last_window = 0;
         if (cached) {
-            cached_remove(c);
-            lru_touch(c);
+            chunks_cached_remove(&S->chunks, c);
+            chunks_lru_touch(&S->chunks, c);
         }
     }
 }
@@ -1205,10 +864,10 @@ void resid_placed(alloc_chunks_t used)
 void resid_freed(alloc_chunks_t freed)
 {
     for (size_t c = freed.first; c < freed.first + freed.n; c++) {
-        chunk_t *k = &S->ch[c];
+        chunk_t *k = &S->chunks.ch[c];
         k->free = true;
         k->prefetched = false;
-        lru_remove(c);
+        chunks_lru_remove(&S->chunks, c);
         if (k->pins > 0) {
             k->pins = 0;
             S->pinned--;
@@ -1224,32 +883,32 @@ void resid_freed(alloc_chunks_t freed)
             S->evicting--;
             k->state = RESIDENT;
             drop_host(c);
-            cached_add(c);
+            chunks_cached_add(&S->chunks, c);
             break;
         case FETCHING: /* stays mapped; the next user waits for the copy */
             k->state = RESIDENT;
             drop_host(c);
-            cached_add(c);
+            chunks_cached_add(&S->chunks, c);
             break;
         case RESIDENT:
             drop_host(c);
-            cached_add(c);
+            chunks_cached_add(&S->chunks, c);
             break;
         }
-        k->clean = false;
+        chunks_set_clean(&S->chunks, c, false);
     }
 }
 
 void resid_dead(alloc_chunks_t dead)
 {
     for (size_t c = dead.first; c < dead.first + dead.n; c++) {
-        chunk_t *k = &S->ch[c];
+        chunk_t *k = &S->chunks.ch[c];
         if (k->state == HOST) {
             drop_host(c);
             k->state = UNBACKED;
         } else if (k->state == RESIDENT && k->xfer == NULL) {
             drop_host(c);
-            k->clean = true; /* with no host copy: evicting it drops it */
+            chunks_set_clean(&S->chunks, c, true); /* with no host copy: evicting it drops it */
         }
     }
 }
@@ -1271,8 +930,6 @@ lms_status_t resid_mark_iteration(void)
 
 /* ---- access ---------------------------------------------------------------------- */
 
-enum { NEED_DATA = 1, WRITES = 2, OVER_HOST = 16, ACCESSIBLE = 32 }; /* 4 and 8: bring_in's */
-
 /* Chunk c was mapped onto a block for an access that failed, and holds no
  * data yet: gives the block back, leaving c in state `was` (UNBACKED, or
  * HOST: its host copy is its data). Should the driver refuse the unmap too,
@@ -1282,24 +939,24 @@ enum { NEED_DATA = 1, WRITES = 2, OVER_HOST = 16, ACCESSIBLE = 32 }; /* 4 and 8:
  * and repaired (this again) before any access uses it (repair_broken). */
 static void unmap_unused(size_t c, uint8_t was)
 {
-    chunk_t *k = &S->ch[c];
+    chunk_t *k = &S->chunks.ch[c];
     if (dev_unmap(S->dev, chunk_addr(c), S->chunk) == LMS_OK) {
-        lru_remove(c);
+        chunks_lru_remove(&S->chunks, c);
         set_unbacked(c, was);
         return;
     }
     char why[256];
     snprintf(why, sizeof why, "%s", lms_last_error());
     k->state = RESIDENT;
-    k->clean = false;
-    lru_touch(c);
+    chunks_set_clean(&S->chunks, c, false);
+    chunks_lru_touch(&S->chunks, c);
     lms_status_t st = dev_set_access(S->dev, chunk_addr(c), S->chunk);
     xfer_t *x = NULL;
-    if (st == LMS_OK && was == HOST && (st = xfer_new(&x)) == LMS_OK &&
-        (st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(c), k->host, S->chunk)) != LMS_OK)
-        xfer_discard(x);
+    if (st == LMS_OK && was == HOST && (st = xfer_new(&S->xfers, &x)) == LMS_OK &&
+        (st = dev_copy_h2d(S->dev, S->xfers.h2d, chunk_addr(c), k->host, S->chunk)) != LMS_OK)
+        xfer_discard(&S->xfers, x);
     if (st == LMS_OK && was == HOST) {
-        xfer_start(x, c, 1, 1, false);
+        xfer_start(&S->xfers, x, c, 1, 1, false);
         k->state = FETCHING;
         k->xfer = x;
         S->stats.fetches++;
@@ -1320,7 +977,7 @@ static void unmap_unused(size_t c, uint8_t was)
 static lms_status_t repair_broken(const char *op, const uint32_t *u, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        chunk_t *k = &S->ch[u[i]];
+        chunk_t *k = &S->chunks.ch[u[i]];
         if (!k->broken)
             continue;
         k->broken = false;
@@ -1336,10 +993,10 @@ static lms_status_t repair_broken(const char *op, const uint32_t *u, size_t n)
 static void undo_overwrites(const uint32_t *u, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        chunk_t *k = &S->ch[u[i]];
-        if (!(k->acc & OVER_HOST))
+        chunk_t *k = &S->chunks.ch[u[i]];
+        if (!(k->acc & ACC_OVER_HOST))
             continue;
-        k->acc &= (uint8_t)~OVER_HOST;
+        k->acc &= (uint8_t)~ACC_OVER_HOST;
         unmap_unused(u[i], HOST);
     }
 }
@@ -1355,7 +1012,7 @@ static size_t blocks_needed(const uint32_t *u, size_t n)
 {
     size_t need = 0;
     for (size_t i = 0; i < n; i++)
-        need += S->ch[u[i]].state == UNBACKED || S->ch[u[i]].state == HOST;
+        need += S->chunks.ch[u[i]].state == UNBACKED || S->chunks.ch[u[i]].state == HOST;
     return need;
 }
 
@@ -1375,9 +1032,9 @@ static lms_status_t no_room(const char *op, size_t need)
 static void wait_for_holds(void)
 {
     struct timespec until = swap_deadline(1000 * 1000);
-    S->hold_waiters++;
-    pthread_cond_timedwait(&S->unheld, &swap_lock, &until);
-    S->hold_waiters--;
+    S->holds.waiters++;
+    pthread_cond_timedwait(&S->holds.unheld, &swap_lock, &until);
+    S->holds.waiters--;
 }
 
 /* Gives back the blocks this thread's current access mapped in early steps
@@ -1389,14 +1046,14 @@ static size_t give_back_early(const uint32_t *u, size_t n)
     size_t freed = 0;
     for (size_t i = 0; i < n; i++) {
         size_t c = u[i];
-        chunk_t *k = &S->ch[c];
+        chunk_t *k = &S->chunks.ch[c];
         if (k->early != W.access || k->state != RESIDENT || k->xfer != NULL || k->free ||
             k->pins > 0 || (k->host != NULL && !k->clean))
             continue;
         if (dev_unmap(S->dev, chunk_addr(c), S->chunk) != LMS_OK)
             continue; /* it stays, resident */
         k->early = 0;
-        lru_remove(c);
+        chunks_lru_remove(&S->chunks, c);
         set_unbacked(c, k->host != NULL ? HOST : UNBACKED);
         freed++;
     }
@@ -1427,13 +1084,13 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
             break;
         /* memory released at once (one-stream rule) may still be in use by
          * the default stream: stealing it waits for that first */
-        if (S->ncached > 0 && S->released_synced < S->released_at_once && syncs++ < 100) {
+        if (S->chunks.ncached > 0 && S->streams.released_synced < S->streams.released_at_once && syncs++ < 100) {
             if ((st = swap_sync_released()) != LMS_OK)
                 break;
             continue;
         }
-        for (size_t i = 0; i < S->ncached; i++) /* those with no copy in flight */
-            have += S->ch[S->cached[i]].xfer == NULL;
+        for (size_t i = 0; i < S->chunks.ncached; i++) /* those with no copy in flight */
+            have += S->chunks.ch[S->chunks.cached[i]].xfer == NULL;
         if (need <= have)
             break;
         if (t0 == 0)
@@ -1444,7 +1101,7 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
             started = evict_some(want - S->evicting, false, TIMELINE_BY_DIRECT, &est);
         /* a copy in flight frees a block, or leaves a chunk evictable (a
          * fetched one, or one touched while it was being evicted) */
-        if (started > 0 || S->xfers[0] != NULL || S->xfers[1] != NULL) {
+        if (started > 0 || !transfers_idle(&S->xfers)) {
             if (early != NULL && have >= S->piece) {
                 *partial = have;
                 *early = true;
@@ -1456,7 +1113,7 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
         }
         size_t on_host = 0;
         for (size_t i = 0; i < n; i++)
-            on_host += S->ch[u[i]].state == HOST;
+            on_host += S->chunks.ch[u[i]].state == HOST;
         if (est == LMS_ERR_OUT_OF_MEMORY && have > 0 && on_host > 0) {
             *partial = have < on_host ? have : on_host;
             break;
@@ -1467,7 +1124,7 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
         }
         /* nothing evictable: other threads' windows may close soon; what
          * this access's early steps hold may be what they wait for */
-        if (S->holds_total > W.n && tries++ < 1000) {
+        if (S->holds.total > W.n && tries++ < 1000) {
             if (!W.no_early) {
                 W.no_early = true;
                 (void)give_back_early(u, n);
@@ -1500,7 +1157,7 @@ static bool takes_block(const chunk_t *k, size_t partial, bool early)
         return true;
     if (!early)
         return k->state == HOST;
-    return k->state == UNBACKED || (k->acc & NEED_DATA);
+    return k->state == UNBACKED || (k->acc & ACC_NEED_DATA);
 }
 
 /* Copies in the fetches of the newly mapped chunks u[i..j) (one run of
@@ -1516,21 +1173,21 @@ static lms_status_t fetch_piece(const uint32_t *u, size_t i, size_t j, xfer_t **
 {
     lms_status_t st = LMS_OK;
     while (i < j && st == LMS_OK) {
-        chunk_t *k = &S->ch[u[i]];
-        if (k->state != HOST || !(k->acc & NEED_DATA)) {
+        chunk_t *k = &S->chunks.ch[u[i]];
+        if (k->state != HOST || !(k->acc & ACC_NEED_DATA)) {
             i++;
             continue;
         }
         size_t e = i + 1;
-        while (e < j && S->ch[u[e]].state == HOST && (S->ch[u[e]].acc & NEED_DATA) &&
-               S->ch[u[e]].host == S->ch[u[e - 1]].host + S->chunk)
+        while (e < j && S->chunks.ch[u[e]].state == HOST && (S->chunks.ch[u[e]].acc & ACC_NEED_DATA) &&
+               S->chunks.ch[u[e]].host == S->chunks.ch[u[e - 1]].host + S->chunk)
             e++;
-        if (*x == NULL && (st = xfer_new(x)) != LMS_OK)
+        if (*x == NULL && (st = xfer_new(&S->xfers, x)) != LMS_OK)
             break;
-        st = dev_copy_h2d(S->dev, S->h2d, chunk_addr(u[i]), k->host, (e - i) * S->chunk);
+        st = dev_copy_h2d(S->dev, S->xfers.h2d, chunk_addr(u[i]), k->host, (e - i) * S->chunk);
         if (st == LMS_OK) {
             for (size_t m = i; m < e; m++)
-                S->ch[u[m]].acc |= 8; /* copied */
+                S->chunks.ch[u[m]].acc |= ACC_COPIED;
             in->first = in->first < u[i] ? in->first : u[i];
             in->last = u[e - 1];
             in->n += e - i;
@@ -1553,7 +1210,7 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
     *brought = 0;
     size_t to_map = 0;
     for (size_t i = 0; i < n; i++)
-        to_map += takes_block(&S->ch[u[i]], partial, early);
+        to_map += takes_block(&S->chunks.ch[u[i]], partial, early);
     if (partial > 0 && to_map > partial)
         to_map = partial;
     /* every block first: unmapping a cached chunk may fail, and must not
@@ -1564,23 +1221,23 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
             return st;
     }
     lms_status_t st = LMS_OK;
-    size_t mapped = 0; /* u[0..mapped) were looked at; those newly mapped have acc bit 4 */
+    size_t mapped = 0; /* u[0..mapped) were looked at; those newly mapped have ACC_MAPPED */
     for (size_t taken = 0; mapped < n && taken < to_map && st == LMS_OK; mapped++) {
         size_t c = u[mapped];
-        chunk_t *k = &S->ch[c];
+        chunk_t *k = &S->chunks.ch[c];
         if (!takes_block(k, partial, early))
             continue;
         dev_block_t b;
-        if ((st = take_block(&b)) != LMS_OK)
+        if ((st = blocks_take(&S->blocks, &b)) != LMS_OK)
             break;
         if ((st = dev_map(S->dev, chunk_addr(c), b)) != LMS_OK) {
-            S->pool[S->npool++] = b;
+            blocks_put(&S->blocks, b);
             break;
         }
         uint8_t was = k->state;
         set_resident(c, b);
         k->state = was; /* settled below */
-        k->acc |= 4;
+        k->acc |= ACC_MAPPED;
         taken++;
     }
     *brought = mapped;
@@ -1589,42 +1246,42 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
     copied_in_t in = {SIZE_MAX, 0, 0};
     xfer_t *x = NULL;
     for (size_t i = 0; i < mapped && st == LMS_OK;) {
-        if (!(S->ch[u[i]].acc & 4)) {
+        if (!(S->chunks.ch[u[i]].acc & ACC_MAPPED)) {
             i++;
             continue;
         }
         size_t j = i + 1;
-        while (j < mapped && j - i < S->piece && (S->ch[u[j]].acc & 4) && u[j] == u[j - 1] + 1)
+        while (j < mapped && j - i < S->piece && (S->chunks.ch[u[j]].acc & ACC_MAPPED) && u[j] == u[j - 1] + 1)
             j++;
         if ((st = dev_set_access(S->dev, chunk_addr(u[i]), (j - i) * S->chunk)) != LMS_OK)
             break;
         for (size_t m = i; m < j; m++)
-            S->ch[u[m]].acc |= ACCESSIBLE;
+            S->chunks.ch[u[m]].acc |= ACC_ACCESSIBLE;
         st = fetch_piece(u, i, j, &x, &in);
         i = j;
     }
     if (in.n > 0)
-        xfer_start(x, in.first, in.last + 1 - in.first, in.n, false);
+        xfer_start(&S->xfers, x, in.first, in.last + 1 - in.first, in.n, false);
     else
-        xfer_discard(x);
+        xfer_discard(&S->xfers, x);
     size_t kept = 0, fetched = 0;
     for (size_t i = 0; i < mapped; i++) {
         size_t c = u[i];
-        chunk_t *k = &S->ch[c];
-        if (!(k->acc & 4))
+        chunk_t *k = &S->chunks.ch[c];
+        if (!(k->acc & ACC_MAPPED))
             continue;
-        if (k->acc & 8) {
+        if (k->acc & ACC_COPIED) {
             fetched++;
             k->state = FETCHING;
             k->xfer = x;
-            k->clean = false;
+            chunks_set_clean(&S->chunks, c, false);
             k->early = early ? W.access : 0;
-            lru_touch(c); /* evictable once it lands, should the access fail */
+            chunks_lru_touch(&S->chunks, c); /* evictable once it lands, should the access fail */
             S->stats.fetches++;
             S->stats.bytes_h2d += S->chunk;
             kept++;
-        } else if (!(k->acc & ACCESSIBLE) ||
-                   (k->state == HOST && (st != LMS_OK || (k->acc & NEED_DATA)))) {
+        } else if (!(k->acc & ACC_ACCESSIBLE) ||
+                   (k->state == HOST && (st != LMS_OK || (k->acc & ACC_NEED_DATA)))) {
             /* mapped without access, or its copy failed, or the access fails
              * and will not overwrite it: give the block back (a HOST chunk's
              * host copy stays its data) */
@@ -1633,13 +1290,13 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
             /* mapped for an overwrite: its host copy goes once the access
              * has succeeded (resid_access), or it goes back (undo_overwrites) */
             if (k->state == HOST)
-                k->acc |= OVER_HOST;
+                k->acc |= ACC_OVER_HOST;
             k->early = early && k->state == UNBACKED ? W.access : 0;
             k->state = RESIDENT;
-            lru_touch(c);
+            chunks_lru_touch(&S->chunks, c);
             kept++;
         }
-        k->acc &= (uint8_t)~(4 | 8 | ACCESSIBLE);
+        k->acc &= (uint8_t)~(ACC_MAPPED | ACC_COPIED | ACC_ACCESSIBLE);
     }
     if (timeline_on && fetched > 0)
         timeline_fetch(decided, ahead, fetched, fetched * S->chunk);
@@ -1651,20 +1308,20 @@ static lms_status_t bring_in(uint32_t *u, size_t n, size_t partial, bool early, 
  * from here until it has used them). With all_data, overwrites fetch too. */
 static void mark_needs(const lms_range_t *r, size_t n, int pin, bool all_data)
 {
-    uint32_t stamp = ++S->stamp;
+    uint32_t stamp = ++S->chunks.stamp;
     for (size_t i = 0; i < n; i++) {
         size_t off = (size_t)((dev_addr_t)(uintptr_t)r[i].ptr - S->base), end = off + r[i].bytes;
         for (size_t c = off / S->chunk; c <= (end - 1) / S->chunk; c++) {
-            chunk_t *k = &S->ch[c];
+            chunk_t *k = &S->chunks.ch[c];
             if (k->stamp != stamp) {
                 k->stamp = stamp;
                 k->acc = 0;
             }
             bool covers = off <= c * S->chunk && end >= (c + 1) * S->chunk;
             if (all_data || r[i].mode != LMS_OVERWRITE || !covers)
-                k->acc |= NEED_DATA;
+                k->acc |= ACC_NEED_DATA;
             if (r[i].mode != LMS_READ || pin)
-                k->acc |= WRITES;
+                k->acc |= ACC_WRITES;
         }
     }
 }
@@ -1679,9 +1336,9 @@ static void report_access(const uint32_t *u, size_t n)
         return;
     uint64_t now = base_now_ns();
     for (size_t i = 0; i < n;) {
-        bool use = S->ch[u[i]].acc & NEED_DATA;
+        bool use = S->chunks.ch[u[i]].acc & ACC_NEED_DATA;
         size_t j = i + 1;
-        while (j < n && u[j] == u[j - 1] + 1 && (bool)(S->ch[u[j]].acc & NEED_DATA) == use)
+        while (j < n && u[j] == u[j - 1] + 1 && (bool)(S->chunks.ch[u[j]].acc & ACC_NEED_DATA) == use)
             j++;
         if (report(u[i], j - i, use ? POLICY_USE : POLICY_OVERWRITE, now) !=
             LMS_OK) {
@@ -1699,7 +1356,7 @@ static void report_access(const uint32_t *u, size_t n)
 static policy_need_t chunk_need(void *arg, uint32_t c)
 {
     (void)arg;
-    const chunk_t *k = &S->ch[c];
+    const chunk_t *k = &S->chunks.ch[c];
     if (k->state == RESIDENT || k->state == FETCHING)
         return POLICY_HAS;
     if (k->state == EVICTING || k->holds > 0)
@@ -1722,25 +1379,25 @@ static void prefetch(void)
      * went to the host since or the position moved past what was looked at */
     policy_usage_t u;
     policy_usage(S->policy, &u);
-    size_t moved = (u.position + u.schedule_events - S->walk_pos) % u.schedule_events;
+    size_t moved = (u.position + u.schedule_events - S->pf.walk_pos) % u.schedule_events;
     size_t spare = free_blocks() + S->evicting;
-    if (S->walk_found_none && S->host_entries == S->walk_host_entries &&
+    if (S->pf.walk_found_none && S->host_entries == S->pf.walk_host_entries &&
         (u.schedule_events <= PREFETCH_WALK || moved < PREFETCH_WALK / 2) &&
-        (S->host_chunks == 0 || (spare <= S->walk_spare && S->h2d_queued >= S->walk_queued)))
+        (S->host_chunks == 0 || (spare <= S->pf.walk_spare && S->xfers.h2d_queued >= S->pf.walk_queued)))
         return; /* more room, or a shorter queue, matters only with data on the host */
-    policy_link_t link = {.bytes_per_ns = h2d_bytes_per_ns(),
+    policy_link_t link = {.bytes_per_ns = transfers_h2d_rate(&S->xfers),
                           .chunk_bytes = S->chunk,
                           .max_events = PREFETCH_WALK,
                           .free_blocks = spare,
-                          .queued_bytes = S->h2d_queued * S->chunk};
+                          .queued_bytes = S->xfers.h2d_queued * S->chunk};
     int64_t ahead;
-    size_t n = policy_prefetch(S->policy, &link, chunk_need, NULL, S->ahead, S->piece, &ahead);
-    S->blocks_ahead = ahead > 0 ? (size_t)ahead : 0;
-    S->walk_found_none = n == 0;
-    S->walk_host_entries = S->host_entries;
-    S->walk_pos = u.position;
-    S->walk_spare = spare;
-    S->walk_queued = S->h2d_queued;
+    size_t n = policy_prefetch(S->policy, &link, chunk_need, NULL, S->pf.ahead, S->piece, &ahead);
+    S->pf.blocks_ahead = ahead > 0 ? (size_t)ahead : 0;
+    S->pf.walk_found_none = n == 0;
+    S->pf.walk_host_entries = S->host_entries;
+    S->pf.walk_pos = u.position;
+    S->pf.walk_spare = spare;
+    S->pf.walk_queued = S->xfers.h2d_queued;
     /* the reclaim thread keeps a block free: a fetch into that one only
      * makes it evict the top-ranked chunk, so it is that chunk's place,
      * taken on the same condition (else reclaim and prefetch take turns,
@@ -1749,17 +1406,17 @@ static void prefetch(void)
     size_t ok = 0, evict = 0, m = 0;
     lms_status_t st = LMS_OK;
     for (; ok < n; ok++) {
-        int64_t slot = S->ahead[ok].blocks_before;
+        int64_t slot = S->pf.ahead[ok].blocks_before;
         if (room > 0 && slot < (int64_t)room)
             continue;
-        if (m == 0 && (m = rank_victims(n)) == 0)
+        if (m == 0 && (m = ranking_victims(&S->rank, n, S->resident)) == 0)
             break;
         size_t r = slot > (int64_t)room ? (size_t)slot - room : 0;
-        if (r >= m && S->ranked == S->head && r < S->full_n) { /* deeper into the full one */
-            S->ranked_n = 0;
-            m = rank_victims(2 * (r + 1)); /* (doubling: few of these a look) */
+        if (r >= m && ranking_shallow(&S->rank, r)) { /* deeper into the full one */
+            ranking_stale(&S->rank);
+            m = ranking_victims(&S->rank, 2 * (r + 1), S->resident); /* (doubling: few of these a look) */
         }
-        if (r >= m || S->ranked[r].key <= S->ahead[ok].evict_after)
+        if (r >= m || S->rank.ranked[r].key <= S->pf.ahead[ok].evict_after)
             break;
         evict = r + 1 > evict ? r + 1 : evict;
     }
@@ -1768,23 +1425,23 @@ static void prefetch(void)
         /* the reclaim thread settles these copies as they end, and then
          * fetches what waits for their blocks: no access may come to do it
          * (up to its 50 ms sleep, seen in bench/swap; issue 24) */
-        pthread_cond_signal(&S->wake);
+        pthread_cond_signal(&S->rc.wake);
     }
     size_t now = ok < n ? ok : n;
     now = now < unmapped_blocks() ? now : unmapped_blocks(); /* the rest once evicted */
     if (now > 0) {
-        uint32_t stamp = ++S->stamp;
+        uint32_t stamp = ++S->chunks.stamp;
         for (size_t i = 0; i < now; i++) {
-            chunk_t *k = &S->ch[S->ahead[i].chunk];
+            chunk_t *k = &S->chunks.ch[S->pf.ahead[i].chunk];
             k->stamp = stamp;
-            k->acc = NEED_DATA;
-            S->fetch_list[i] = S->ahead[i].chunk;
+            k->acc = ACC_NEED_DATA;
+            S->pf.fetch_list[i] = S->pf.ahead[i].chunk;
         }
-        qsort(S->fetch_list, now, sizeof *S->fetch_list, cmp_u32);
+        qsort(S->pf.fetch_list, now, sizeof *S->pf.fetch_list, cmp_u32);
         size_t brought;
-        lms_status_t bst = bring_in(S->fetch_list, now, 0, false, true, &brought);
+        lms_status_t bst = bring_in(S->pf.fetch_list, now, 0, false, true, &brought);
         for (size_t i = 0; i < now; i++)
-            S->ch[S->fetch_list[i]].prefetched = S->ch[S->fetch_list[i]].state == FETCHING;
+            S->chunks.ch[S->pf.fetch_list[i]].prefetched = S->chunks.ch[S->pf.fetch_list[i]].state == FETCHING;
         st = st != LMS_OK ? st : bst;
     }
     if (st != LMS_OK)
@@ -1829,23 +1486,23 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     W.generation = S->generation;
     W.s = s;
     W.slot = s != NULL ? slot : -1;
-    W.gen = s != NULL ? S->generation_of[slot] : 0;
-    W.full_at = S->rankings_full;
+    W.gen = s != NULL ? S->streams.generation_of[slot] : 0;
+    W.full_at = S->rank.rankings_full;
     /* the chunks, each once and in order, held: no eviction takes them from
      * here on. The list is the thread's window, so it survives lock drops. */
-    uint32_t stamp = ++S->stamp, *u = W.chunks;
+    uint32_t stamp = ++S->chunks.stamp, *u = W.chunks;
     size_t nu = 0;
     for (size_t i = 0; i < n; i++) {
         size_t off = (size_t)((dev_addr_t)(uintptr_t)r[i].ptr - S->base), end = off + r[i].bytes;
         for (size_t c = off / S->chunk; c <= (end - 1) / S->chunk; c++)
-            if (S->ch[c].stamp != stamp) {
-                S->ch[c].stamp = stamp;
+            if (S->chunks.ch[c].stamp != stamp) {
+                S->chunks.ch[c].stamp = stamp;
                 u[nu++] = (uint32_t)c;
             }
     }
     qsort(u, nu, sizeof *u, cmp_u32);
     for (size_t i = 0; i < nu; i++) {
-        chunk_t *k = &S->ch[u[i]];
+        chunk_t *k = &S->chunks.ch[u[i]];
         k->holds++;
         if (k->prefetched) { /* fetched ahead: still there, or on its way */
             k->prefetched = false;
@@ -1853,9 +1510,9 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
         }
     }
     W.n = nu;
-    S->holds_total += nu;
-    if ((W.access = ++S->accesses) == 0)
-        W.access = ++S->accesses;
+    S->holds.total += nu;
+    if ((W.access = ++S->holds.accesses) == 0)
+        W.access = ++S->holds.accesses;
     W.no_early = false;
     lms_status_t st = repair_broken(op, u, nu);
     if (st != LMS_OK)
@@ -1879,10 +1536,10 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     dev_stream_t *on = s != NULL ? s->dev : NULL;
     xfer_t *waited = NULL;
     for (size_t i = 0; i < nu && on != NULL; i++) {
-        chunk_t *k = &S->ch[u[i]];
+        chunk_t *k = &S->chunks.ch[u[i]];
         xfer_t *x = k->xfer;
-        if (x != NULL && (!x->d2h || (k->acc & WRITES)) && x != waited) {
-            if ((st = fence_xfer(x, true)) != LMS_OK ||
+        if (x != NULL && (!x->d2h || (k->acc & ACC_WRITES)) && x != waited) {
+            if ((st = xfer_fence(&S->xfers, x, true)) != LMS_OK ||
                 (!x->done && (st = dev_stream_wait_event(S->dev, on, x->event)) != LMS_OK)) {
                 undo_overwrites(u, nu);
                 return st; /* the copies go on; a retry waits for them */
@@ -1893,35 +1550,35 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     uint64_t bit = 1ull << (slot < 63 ? slot : 63);
     for (size_t i = 0; i < nu; i++) {
         size_t c = u[i];
-        chunk_t *k = &S->ch[c];
+        chunk_t *k = &S->chunks.ch[c];
         if (k->state == EVICTING) { /* touched again: it stays */
             k->state = RESIDENT;
             S->evicting--;
         }
-        if (k->acc & WRITES) {
-            k->clean = false;
+        if (k->acc & ACC_WRITES) {
+            chunks_set_clean(&S->chunks, c, false);
             drop_host(c);
         }
-        k->acc &= (uint8_t)~OVER_HOST;
+        k->acc &= (uint8_t)~ACC_OVER_HOST;
         k->early = 0; /* used from here on: no longer the early step's to give back */
         if (s != NULL)
             k->streams |= bit;
         if (pin && k->pins++ == 0)
             S->pinned++;
-        lru_touch(c);
+        chunks_lru_touch(&S->chunks, c);
     }
     report_access(u, nu);
     /* pinned memory is used from any stream with no further word: wait here
      * until every copy into it has finished */
     for (size_t i = 0; pin && i < W.n;) {
-        xfer_t *x = S->ch[W.chunks[i]].xfer;
+        xfer_t *x = S->chunks.ch[W.chunks[i]].xfer;
         if (x == NULL) {
             i++;
             continue;
         }
         if ((st = wait_xfer(x, SIZE_MAX)) != LMS_OK) { /* its end cannot be known: not pinned */
             for (size_t j = 0; j < nu; j++)
-                if (--S->ch[u[j]].pins == 0)
+                if (--S->chunks.ch[u[j]].pins == 0)
                     S->pinned--;
             return st;
         }
@@ -1930,7 +1587,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     if (st == LMS_OK)
         prefetch();
     if (free_blocks() + S->evicting < reclaim_low())
-        pthread_cond_signal(&S->wake);
+        pthread_cond_signal(&S->rc.wake);
     return st;
 }
 
@@ -1940,7 +1597,7 @@ void resid_unpin(size_t offset, size_t bytes, uint32_t times)
 {
     size_t first = offset / S->chunk, last = (offset + bytes - 1) / S->chunk;
     for (size_t c = first; c <= last; c++) {
-        chunk_t *k = &S->ch[c];
+        chunk_t *k = &S->chunks.ch[c];
         /* work on any stream may have used it meanwhile */
         k->streams = ALL_STREAMS;
         k->last_window = 0;
@@ -1973,21 +1630,15 @@ lms_status_t resid_empty_cache(void)
 {
     (void)progress(); /* copies that finished let their chunks go */
     lms_status_t st = LMS_OK;
-    if (S->ncached > 0 && S->released_synced < S->released_at_once)
+    if (S->chunks.ncached > 0 && S->streams.released_synced < S->streams.released_at_once)
         st = swap_sync_released();
     /* every cached chunk with no copy in flight, in one pass, in the order
      * repeated uncache_one() calls took them: uncaching cached[i] moves the
      * last entry into i, and the entries before i keep their copies */
-    for (size_t i = 0; st == LMS_OK && i < S->ncached;)
-        if (S->ch[S->cached[i]].xfer != NULL)
+    for (size_t i = 0; st == LMS_OK && i < S->chunks.ncached;)
+        if (S->chunks.ch[S->chunks.cached[i]].xfer != NULL)
             i++;
         else
-            st = uncache(S->cached[i]);
-    while (st == LMS_OK && S->npool > 0) {
-        if ((st = dev_block_release(S->dev, S->pool[S->npool - 1])) == LMS_OK) {
-            S->npool--;
-            S->created--;
-        }
-    }
-    return st;
+            st = uncache(S->chunks.cached[i]);
+    return st == LMS_OK ? blocks_release_pool(&S->blocks) : st;
 }

@@ -39,7 +39,7 @@ typedef struct tcache {
 } tcache_t;
 
 HIDDEN extern size_t tc_small_max;     /* atomic: the largest request any cache serves */
-HIDDEN extern size_t tc_pin_records;   /* atomic: S->npinrecs (Note [Pin records] in lms.c) */
+HIDDEN extern size_t tc_pin_records;   /* atomic: S->pins.n (Note [Pin records] in lms.c) */
 HIDDEN extern __thread tcache_t *tc_self; /* the calling thread's cache, or NULL */
 
 static inline bool keyed_here(const tcache_t *t, lms_stream_t stream)

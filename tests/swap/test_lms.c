@@ -1196,7 +1196,7 @@ Test(lms, thread_exit_flushes_its_cache_without_device_work)
     while (atomic_load(&d.step) != 1)
         usleep(100);
     pthread_mutex_lock(&swap_lock);
-    S->flush_bytes = 1; /* any free queued on a stream asks for a fence */
+    S->streams.flush_bytes = 1; /* any free queued on a stream asks for a fence */
     pthread_mutex_unlock(&swap_lock);
     dev_fault_plan_t none = {0};
     TEST_OK(dev_fault_set(swap_device(), &none)); /* counts from 0 */

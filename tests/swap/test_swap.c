@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "swap/internal.h" /* S->h2d: to hold a fetch back */
+#include "swap/internal.h" /* S->xfers.h2d: to hold a fetch back */
 #include "swap/swap.h"
 
 #define LIMIT_CHUNKS 8
@@ -1347,15 +1347,15 @@ Test(swap, a_fetch_of_scattered_chunks_counts_only_those_on_the_link)
     pthread_mutex_lock(&swap_lock);
     bool on_host = true;
     for (size_t c = first; c < first + 3; c++)
-        on_host &= S->ch[c].state == HOST;
+        on_host &= S->chunks.ch[c].state == HOST;
     pthread_mutex_unlock(&swap_lock);
     cr_assert(on_host, "x is on the host");
     test_gate_close();
-    TEST_OK(dev_host_func(swap_device(), S->h2d, test_gate_wait, NULL));
+    TEST_OK(dev_host_func(swap_device(), S->xfers.h2d, test_gate_wait, NULL));
     lms_range_t r[2] = {{x, chunk, LMS_READ}, {x + 2 * chunk, chunk, LMS_READ}};
     TEST_OK(lms_access_many(r, 2, NULL));
     pthread_mutex_lock(&swap_lock);
-    size_t queued = S->h2d_queued;
+    size_t queued = S->xfers.h2d_queued;
     pthread_mutex_unlock(&swap_lock);
     test_gate_open();
     cr_assert_eq(queued, 2, "the copies of chunks 0 and 2 of x; not chunk 1");
@@ -1365,7 +1365,7 @@ Test(swap, a_fetch_of_scattered_chunks_counts_only_those_on_the_link)
      * thread does every 50 ms): wait for that, up to 10 s */
     for (int i = 0; i < 10000; i++) {
         pthread_mutex_lock(&swap_lock);
-        queued = S->h2d_queued;
+        queued = S->xfers.h2d_queued;
         pthread_mutex_unlock(&swap_lock);
         if (queued == 0)
             break;
@@ -1600,7 +1600,7 @@ static void fetch_held_back_and_unfenced(void *x)
     TEST_OK(swap_sync_released());
     pthread_mutex_unlock(&swap_lock);
     test_gate_close();
-    TEST_OK(dev_host_func(swap_device(), S->h2d, test_gate_wait, NULL));
+    TEST_OK(dev_host_func(swap_device(), S->xfers.h2d, test_gate_wait, NULL));
     dev_fault_plan_t pl = {.op = DEV_OP_event_record, .probability = 1,
                            .also = 1ull << DEV_OP_stream_synchronize, .status = INJECTED};
     TEST_OK(dev_fault_set(swap_device(), &pl));
@@ -2126,8 +2126,8 @@ Test(swap, between_full_rankings_the_ranking_is_repaired_and_fetches_stay_near_m
         if (it == ITERATIONS - COUNTED) {
             before = test_settled_stats();
             pthread_mutex_lock(&swap_lock);
-            full = S->rankings_full;
-            head = S->rankings_head;
+            full = S->rank.rankings_full;
+            head = S->rank.rankings_head;
             pthread_mutex_unlock(&swap_lock);
         }
         for (int i = 0; i < WIDE_LOOP; i++)
@@ -2136,8 +2136,8 @@ Test(swap, between_full_rankings_the_ranking_is_repaired_and_fetches_stay_near_m
     }
     end = test_settled_stats();
     pthread_mutex_lock(&swap_lock);
-    full = S->rankings_full - full;
-    head = S->rankings_head - head;
+    full = S->rank.rankings_full - full;
+    head = S->rank.rankings_head - head;
     pthread_mutex_unlock(&swap_lock);
     uint64_t fetches = end.fetches - before.fetches;
     /* MIN, with the one block the reclaim thread keeps free: about
