@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "device/fault.h"
 #include "device/layer.h"
 
 /* The ops table is its name, close, and one pointer per DEV_OP_LIST entry. */
@@ -111,35 +112,6 @@ void dev_close(dev_device_t *dev)
 void dev_live(dev_device_t *dev, dev_live_t *out)
 {
     dev_check_live(dev->self, out);
-}
-
-lms_status_t dev_fault_set(dev_device_t *dev, const dev_fault_plan_t *plan)
-{
-    if (dev == NULL || plan == NULL)
-        return base_fail(LMS_ERR_INVALID, "dev_fault_set: NULL argument");
-    if (dev->fault == NULL)
-        return base_fail(LMS_ERR_INVALID,
-                         "dev_fault_set: the device was opened without fault_injection");
-    if ((unsigned)plan->op > DEV_OP_COUNT || !(plan->probability >= 0 && plan->probability <= 1))
-        return base_fail(LMS_ERR_INVALID, "dev_fault_set: bad op or probability");
-    if (plan->op == DEV_OP_COUNT && plan->first != 0)
-        return base_fail(LMS_ERR_INVALID, "dev_fault_set: \"every op\" needs a probability");
-    if (plan->also >> DEV_OP_COUNT != 0 || (plan->also != 0 && plan->probability == 0))
-        return base_fail(LMS_ERR_INVALID, "dev_fault_set: `also` names ops, and needs a probability");
-    if (plan->status != LMS_OK && plan->status < LMS_ERR_INVALID)
-        return base_fail(LMS_ERR_INVALID, "dev_fault_set: status must be a failure");
-    dev_fault_layer_set(dev->fault, plan);
-    return LMS_OK;
-}
-
-uint64_t dev_fault_calls(dev_device_t *dev, dev_op_t op)
-{
-    return dev && dev->fault ? dev_fault_layer_calls(dev->fault, op) : 0;
-}
-
-uint64_t dev_fault_injected(dev_device_t *dev)
-{
-    return dev && dev->fault ? dev_fault_layer_injected(dev->fault) : 0;
 }
 
 /* ---- the reference kernels: what sim runs and what tests compare with ---- */

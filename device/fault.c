@@ -8,11 +8,13 @@
  * a message naming the op and the call's number.
  *
  * Lock: fault.lock guards all of it; it is never held across a call below.
+ * The API of fault.h is at the end.
  */
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "base/base.h"
+#include "device/fault.h"
 #include "device/layer.h"
 
 struct dev_fault {
@@ -132,7 +134,7 @@ void dev_fault_layer_set(struct dev_fault *f, const dev_fault_plan_t *plan)
     pthread_mutex_unlock(&f->lock);
 }
 
-uint64_t dev_fault_layer_calls(struct dev_fault *f, dev_op_t op)
+static uint64_t count_calls(struct dev_fault *f, dev_op_t op)
 {
     pthread_mutex_lock(&f->lock);
     uint64_t n = op < DEV_OP_COUNT ? f->calls[op] : 0;
@@ -140,10 +142,41 @@ uint64_t dev_fault_layer_calls(struct dev_fault *f, dev_op_t op)
     return n;
 }
 
-uint64_t dev_fault_layer_injected(struct dev_fault *f)
+static uint64_t count_injected(struct dev_fault *f)
 {
     pthread_mutex_lock(&f->lock);
     uint64_t n = f->injected;
     pthread_mutex_unlock(&f->lock);
     return n;
+}
+
+/* ---- the API of fault.h ---------------------------------------------------- */
+
+lms_status_t dev_fault_set(dev_device_t *dev, const dev_fault_plan_t *plan)
+{
+    if (dev == NULL || plan == NULL)
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: NULL argument");
+    if (dev->fault == NULL)
+        return base_fail(LMS_ERR_INVALID,
+                         "dev_fault_set: the device was opened without fault_injection");
+    if ((unsigned)plan->op > DEV_OP_COUNT || !(plan->probability >= 0 && plan->probability <= 1))
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: bad op or probability");
+    if (plan->op == DEV_OP_COUNT && plan->first != 0)
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: \"every op\" needs a probability");
+    if (plan->also >> DEV_OP_COUNT != 0 || (plan->also != 0 && plan->probability == 0))
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: `also` names ops, and needs a probability");
+    if (plan->status != LMS_OK && plan->status < LMS_ERR_INVALID)
+        return base_fail(LMS_ERR_INVALID, "dev_fault_set: status must be a failure");
+    dev_fault_layer_set(dev->fault, plan);
+    return LMS_OK;
+}
+
+uint64_t dev_fault_calls(dev_device_t *dev, dev_op_t op)
+{
+    return dev && dev->fault ? count_calls(dev->fault, op) : 0;
+}
+
+uint64_t dev_fault_injected(dev_device_t *dev)
+{
+    return dev && dev->fault ? count_injected(dev->fault) : 0;
 }

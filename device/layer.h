@@ -25,10 +25,9 @@ lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, dev_layer
 void dev_check_destroy_all(void *check_self);
 void dev_check_live(void *check_self, dev_live_t *out);
 
-/* The fault layer's controls (fault.c), for dev_fault_*. */
+/* Replaces the fault layer's plan (fault.c): dev_close sets an empty one, so
+ * that teardown never fails on purpose. */
 void dev_fault_layer_set(struct dev_fault *fault, const dev_fault_plan_t *plan);
-uint64_t dev_fault_layer_calls(struct dev_fault *fault, dev_op_t op);
-uint64_t dev_fault_layer_injected(struct dev_fault *fault);
 
 /* The CUDA test kernels as a fatbin image (sm_90 SASS + compute_90 PTX),
  * embedded at build time; size 0 when the build had no nvcc. */

@@ -1,7 +1,7 @@
 /*
- * device/reference.c — the CUDA allocators lms is compared against:
+ * bench/reference.c — the CUDA allocators lms is compared against:
  * cudaMalloc/cudaFree and cudaMallocAsync/cudaFreeAsync of the CUDA runtime,
- * for benchmarks. See device.h, "the CUDA allocators lms is compared against".
+ * for benchmarks. See reference.h.
  *
  * Owns, for each open reference: a handle on the CUDA runtime from dlopen
  * (liblms is never linked against libcudart, as it is never linked against
@@ -10,7 +10,7 @@
  * and the release threshold the device's default memory pool had before open.
  *
  * The runtime works in the device's primary context, the one the cuda backend
- * retains (Note [Current context] in cuda.c), so lms and the reference share
+ * retains (Note [Current context] in device/cuda.c), so lms and the reference share
  * a context and a device's memory.
  *
  * Invariants: every field is set by dev_reference_open and never changes.
@@ -19,7 +19,7 @@
  * threshold it found).
  */
 #include "base/base.h"
-#include "device/device.h"
+#include "bench/reference.h"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
