@@ -1,0 +1,21 @@
+# README.md's settings table is `lms-info --options --markdown`, the options
+# table (LMS_OPTIONS in base/base.h) printed: the test fails when they differ,
+# naming the command that regenerates the README's copy.
+add_test(NAME tools.readme_settings
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tools/readme_settings.sh
+                 $<TARGET_FILE:lms-info> ${CMAKE_SOURCE_DIR}/README.md)
+set_tests_properties(tools.readme_settings PROPERTIES LABELS sim TIMEOUT 60)
+
+# `lms-info --options` resolves the sizes on the device, as lms_init does
+# (swap_config_resolve): a limit from the environment, the defaults it moves,
+# and a limit lms_init refuses, refused with lms_init's message.
+add_test(NAME tools.options_resolved COMMAND lms-info --options)
+set_tests_properties(tools.options_resolved PROPERTIES LABELS sim TIMEOUT 60
+  ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB;LMS_DEVICE_LIMIT=32MiB;LMS_HOST_LIMIT=64MiB"
+  PASS_REGULAR_EXPRESSION
+  "LMS_DEVICE_LIMIT +32.00 MiB +env\nLMS_HOST_LIMIT +64.00 MiB +env\nLMS_VA_RESERVE +384.00 MiB +default")
+add_test(NAME tools.options_refused COMMAND sh -c
+  "out=$(\"$0\" --options 2>&1); rc=$?; echo \"$out\"; test $rc = 1 && echo \"$out\" | grep -q 'lms_init: the device limit 1.00 MiB (LMS_DEVICE_LIMIT) is less than one chunk'"
+  $<TARGET_FILE:lms-info>)
+set_tests_properties(tools.options_refused PROPERTIES LABELS sim TIMEOUT 60
+  ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB;LMS_DEVICE_LIMIT=1MiB")
