@@ -49,15 +49,21 @@ static lms_status_t resolve_logged(const swap_config_t *cfg, bool from_options,
     return st;
 }
 
-/* Resolves what must resolve, with no warning. */
-static swap_resolved_t resolve_quietly(const swap_config_t *cfg, const swap_facts_t *f)
+/* Resolves what must resolve, warning exactly `want` ("": nothing). */
+static swap_resolved_t resolve_warned(const swap_config_t *cfg, const swap_facts_t *f,
+                                      const char *want)
 {
     swap_resolved_t r;
     char log[1024];
     lms_status_t st = resolve_logged(cfg, false, f, &r, log, sizeof log);
     cr_assert_eq(st, LMS_OK, "%s", lms_last_error());
-    cr_assert_str_empty(log);
+    cr_assert_str_eq(log, want);
     return r;
+}
+
+static swap_resolved_t resolve_quietly(const swap_config_t *cfg, const swap_facts_t *f)
+{
+    return resolve_warned(cfg, f, "");
 }
 
 Test(config, the_device_limit_defaults_to_free_memory_less_an_eighth_at_most_512_MiB)
@@ -94,13 +100,11 @@ Test(config, a_device_limit_over_free_memory_is_clamped_with_a_warning)
     swap_config_t cfg = plain();
     cfg.device_limit = 8 * GiB;
     swap_facts_t f = facts(4 * GiB);
-    swap_resolved_t r;
-    char log[1024];
-    cr_assert_eq(resolve_logged(&cfg, false, &f, &r, log, sizeof log), LMS_OK);
+    swap_resolved_t r = resolve_warned(&cfg, &f, "lms: warning: LMS_DEVICE_LIMIT=8.00 GiB is more "
+                                                 "than the device's free memory (4.00 GiB); using "
+                                                 "4.00 GiB\n");
     cr_assert_eq(r.budget, 2048);
     cr_assert_eq(r.from[SWAP_SET_DEVICE_LIMIT], SWAP_FROM_CLAMPED);
-    cr_assert_str_eq(log, "lms: warning: LMS_DEVICE_LIMIT=8.00 GiB is more than the device's "
-                          "free memory (4.00 GiB); using 4.00 GiB\n");
 }
 
 Test(config, a_device_fraction_is_of_total_memory_and_the_programs)
@@ -115,12 +119,10 @@ Test(config, a_device_fraction_is_of_total_memory_and_the_programs)
     cr_assert_eq(r.from[SWAP_SET_DEVICE_LIMIT], SWAP_FROM_API);
 
     cfg.device_fraction = 1; /* 8 GiB of 4 GiB free */
-    char log[1024];
-    cr_assert_eq(resolve_logged(&cfg, true, &f, &r, log, sizeof log), LMS_OK);
+    r = resolve_warned(&cfg, &f, "lms: warning: lms_set_device_fraction's limit=8.00 GiB is more "
+                                 "than the device's free memory (4.00 GiB); using 4.00 GiB\n");
     cr_assert_eq(r.budget, 2048);
     cr_assert_eq(r.from[SWAP_SET_DEVICE_LIMIT], SWAP_FROM_CLAMPED);
-    cr_assert_str_eq(log, "lms: warning: lms_set_device_fraction's limit=8.00 GiB is more than "
-                          "the device's free memory (4.00 GiB); using 4.00 GiB\n");
 }
 
 Test(config, a_device_limit_under_a_chunk_is_refused_naming_its_setting)
@@ -249,18 +251,16 @@ Test(config, a_reserve_under_the_device_limit_is_raised_to_it_with_a_warning)
     cfg.host_limit = 64 * MiB;
     cfg.va_reserve = 16 * MiB;
     swap_facts_t f = facts(4 * GiB);
-    swap_resolved_t r;
-    char log[1024];
-    cr_assert_eq(resolve_logged(&cfg, false, &f, &r, log, sizeof log), LMS_OK);
+    swap_resolved_t r = resolve_warned(&cfg, &f,
+                                       "lms: warning: LMS_VA_RESERVE=16.00 MiB is less than the "
+                                       "device limit (64.00 MiB); reserving 64.00 MiB\n"
+                                       "lms: warning: LMS_VA_RESERVE=64.00 MiB is less than the "
+                                       "room for allocations (124.00 MiB of the device and host "
+                                       "limits): allocations stop at the reserved range\n");
     cr_assert_eq(r.va_size, 64 * MiB);
     cr_assert_eq(r.from[SWAP_SET_VA_RESERVE], SWAP_FROM_CLAMPED);
     /* the capacity: 32 device chunks, 32 host ones less high (2) */
     cr_assert_eq(r.capacity, 62);
-    cr_assert_str_eq(log, "lms: warning: LMS_VA_RESERVE=16.00 MiB is less than the device limit "
-                          "(64.00 MiB); reserving 64.00 MiB\n"
-                          "lms: warning: LMS_VA_RESERVE=64.00 MiB is less than the room for "
-                          "allocations (124.00 MiB of the device and host limits): allocations "
-                          "stop at the reserved range\n");
 }
 
 Test(config, a_reserve_past_the_user_address_space_is_refused)
@@ -291,15 +291,14 @@ Test(config, the_large_threshold_defaults_to_8_chunks_and_takes_4_KiB_to_16_chun
         cr_assert_eq(r.large_threshold, ok[i]);
         cr_assert_eq(r.from[SWAP_SET_LARGE_THRESHOLD], SWAP_FROM_API);
     }
-    char log[1024];
     cfg.large_threshold = 2048;
-    cr_assert_eq(resolve_logged(&cfg, false, &f, &r, log, sizeof log), LMS_OK);
+    r = resolve_warned(&cfg, &f, "lms: warning: LMS_LARGE_THRESHOLD=2048: must be 4 KiB..16 chunks "
+                                 "(33554432 bytes); using the default, 8 chunks\n");
     cr_assert_eq(r.large_threshold, 8 * CHUNK);
     cr_assert_eq(r.from[SWAP_SET_LARGE_THRESHOLD], SWAP_FROM_CLAMPED);
-    cr_assert_str_eq(log, "lms: warning: LMS_LARGE_THRESHOLD=2048: must be 4 KiB..16 chunks "
-                          "(33554432 bytes); using the default, 8 chunks\n");
     cfg.large_threshold = 16 * CHUNK + 1;
-    cr_assert_eq(resolve_logged(&cfg, false, &f, &r, log, sizeof log), LMS_OK);
+    r = resolve_warned(&cfg, &f, "lms: warning: LMS_LARGE_THRESHOLD=33554433: must be 4 KiB..16 "
+                                 "chunks (33554432 bytes); using the default, 8 chunks\n");
     cr_assert_eq(r.large_threshold, 8 * CHUNK);
 }
 
@@ -357,12 +356,9 @@ Test(config, bad_watermarks_give_both_defaults_with_a_warning)
         swap_config_t cfg = plain();
         cfg.reclaim_low = cases[i].low;
         cfg.reclaim_high = cases[i].high;
-        swap_resolved_t r;
-        char log[1024];
-        cr_assert_eq(resolve_logged(&cfg, false, &f, &r, log, sizeof log), LMS_OK);
+        swap_resolved_t r = resolve_warned(&cfg, &f, cases[i].log);
         cr_assert_eq(r.low, 56);
         cr_assert_eq(r.high, 112);
-        cr_assert_str_eq(log, cases[i].log);
         cr_assert_eq(r.from[SWAP_SET_RECLAIM_LOW],
                      cases[i].low ? SWAP_FROM_CLAMPED : SWAP_FROM_DEFAULT);
     }
