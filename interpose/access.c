@@ -1,5 +1,7 @@
 /*
- * interpose/access.c — see access.h.
+ * interpose/access.c — what copies and memsets touch of lms's memory, made
+ * resident before they go on to CUDA (access.h), and the ranges of one
+ * call that nccl.c's collectives share (internal.h).
  *
  * Note [Copy and memset ranges]
  * A copy reads its source range and writes its destination range; a memset
@@ -19,29 +21,6 @@
  * fall in resident instead (lms_access_pointers), and then so do all the
  * ranges of that call. Host memory, CUDA arrays and memory lms did not hand
  * out are not lms's: no range.
- *
- * Note [NCCL collectives]
- * A collective reads count elements of its send buffer and writes count
- * of its receive buffer, times the communicator's size where the operation
- * gathers or scatters (ncclCommCount). Receive buffers are overwrites when
- * every rank's is written whole (all-reduce, broadcast, reduce-scatter,
- * all-gather, all-to-all, scatter, receive), and writes when only the
- * root's is (reduce, gather): an overwrite of a buffer NCCL then leaves
- * alone would lose its contents. A datatype lms does not know makes the
- * whole allocations resident.
- *
- * Note [NCCL groups]
- * Between ncclGroupStart and ncclGroupEnd, NCCL only records the calls; the
- * kernels are launched by ncclGroupEnd, all at once. So a call inside a
- * group makes nothing resident (that would last only until the next lms
- * call); its ranges are kept, per thread, and the outermost ncclGroupEnd
- * makes them all resident in one lms_access_many, on the stream of the
- * group's first call, before NCCL launches. That is enough when a group
- * spans several streams: NCCL makes every stream of the group wait for the
- * others before its kernel starts, and makes them all wait for the kernel.
- * If they cannot all be resident at once, ncclGroupEnd fails and does not
- * go on to NCCL; the group is as it was, and ncclGroupEnd may be called
- * again once memory is free.
  *
  * Note [Batched copies]
  * cuMemcpyBatchAsync makes count linear copies in one call, and
@@ -89,36 +68,19 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "interpose/access.h"
-#include "interpose/graph.h"
-#include "interpose/trace.h"
-#include "interpose/launch.h"
+#include "interpose/internal.h"
 
 /* ---- ranges of one call, or of one NCCL group --------------------------------- */
 
-#define UNKNOWN SIZE_MAX /* an extent that cannot be known: the whole allocation */
-#define INLINE_RANGES 4
-
-typedef struct touches {
-    lms_range_t *r; /* inline_r, or on the heap once more are needed */
-    size_t n, cap;
-    bool whole;     /* some extent is unknown: whole allocations (Note [Copy and memset ranges]) */
-    bool no_memory; /* a range could not be kept */
-    lms_range_t inline_r[INLINE_RANGES];
-} touches_t;
-
-#define TOUCHES(t) touches_t t = {.r = t.inline_r, .cap = INLINE_RANGES}
-
-/* Notes that the call touches [ptr, ptr + bytes) (bytes may be UNKNOWN),
- * if that is lms's memory. A range past the end of the address space is
- * an extent that cannot be known: its last byte would wrap round. */
-static void touch(touches_t *t, const void *ptr, size_t bytes, lms_access_mode_t mode)
+/* A range past the end of the address space is an extent that cannot be
+ * known: its last byte would wrap round. */
+void access_touch(touches_t *t, const void *ptr, size_t bytes, lms_access_mode_t mode)
 {
     uintptr_t last;
     if (bytes == 0 || !interpose_owns(ptr))
         return;
     if (__builtin_add_overflow((uintptr_t)ptr, bytes - 1, &last))
-        bytes = UNKNOWN;
+        bytes = ACCESS_UNKNOWN;
     if (t->n == t->cap) {
         size_t cap = 2 * t->cap;
         lms_range_t *r = base_meta_alloc(cap * sizeof *r);
@@ -132,24 +94,24 @@ static void touch(touches_t *t, const void *ptr, size_t bytes, lms_access_mode_t
         t->r = r;
         t->cap = cap;
     }
-    if (bytes == UNKNOWN)
+    if (bytes == ACCESS_UNKNOWN)
         t->whole = true;
-    t->r[t->n++] = (lms_range_t){ptr, bytes == UNKNOWN ? 1 : bytes, mode};
+    t->r[t->n++] = (lms_range_t){ptr, bytes == ACCESS_UNKNOWN ? 1 : bytes, mode};
 }
 
-static void touches_clear(touches_t *t)
+void access_clear(touches_t *t)
 {
     if (t->r != t->inline_r)
         base_meta_free(t->r);
-    *t = (touches_t){.r = t->inline_r, .cap = INLINE_RANGES};
+    *t = (touches_t){.r = t->inline_r, .cap = ACCESS_INLINE_RANGES};
 }
 
-/* The whole allocations of t's ranges, for `stream` (already adopted as s),
- * or pinned for the graph being captured on it. */
+/* The whole allocations of t's ranges, on the lms stream s, or pinned for
+ * the graph being captured on `stream` (captured). */
 static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s, bool captured)
 {
-    const void *stack[2 * INLINE_RANGES], **p = stack;
-    if (t->n > INLINE_RANGES && (p = base_meta_alloc(2 * t->n * sizeof *p)) == NULL)
+    const void *stack[2 * ACCESS_INLINE_RANGES], **p = stack;
+    if (t->n > ACCESS_INLINE_RANGES && (p = base_meta_alloc(2 * t->n * sizeof *p)) == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "interpose: no host memory for %zu ranges", t->n);
     size_t m = 0;
     lms_access_mode_t mode = LMS_READ;
@@ -159,19 +121,29 @@ static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s, 
         if (t->r[i].mode != LMS_READ)
             mode = LMS_WRITE;
     }
-    lms_status_t st;
-    if (captured)
-        st = graph_pin_pointers(stream, p, m);
-    else if ((st = lms_access_pointers(p, m, mode, s)) == LMS_ERR_INVALID &&
-             (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
-        st = lms_access_pointers(p, m, mode, s);
+    lms_status_t st = captured ? graph_pin_pointers(stream, p, m) : lms_access_pointers(p, m, mode, s);
     if (p != stack)
         base_meta_free(p);
     return st;
 }
 
+/* t's ranges on the lms stream s; their whole allocations when lms takes
+ * the ranges not (LMS_ERR_INVALID: one does not lie in one live
+ * allocation, Note [Copy and memset ranges]; or s is stale, which
+ * interpose_on_stream then recovers from). */
+static lms_status_t resident_on(lms_stream_t s, void *touches)
+{
+    const touches_t *t = touches;
+    if (!t->whole) {
+        lms_status_t st = lms_access_many(t->r, t->n, s);
+        if (st != LMS_ERR_INVALID)
+            return st;
+    }
+    return run_whole(t, NULL, s, false);
+}
+
 /* Makes t's ranges resident on the lms stream adopted for `stream`, as
- * run does, without writing them to LMS_TRACE_ACCESSES's trace. */
+ * access_run does, without writing them to LMS_TRACE_ACCESSES's trace. */
 static lms_status_t make_resident(touches_t *t, void *stream)
 {
     if (t->no_memory)
@@ -180,22 +152,10 @@ static lms_status_t make_resident(touches_t *t, void *stream)
         return LMS_OK;
     if (graph_capturing(stream)) /* Note [Graph capture] in graph.c */
         return run_whole(t, stream, NULL, true);
-    lms_stream_t s;
-    lms_status_t st = interpose_stream(stream, false, &s);
-    if (st != LMS_OK)
-        return st;
-    if (!t->whole) {
-        st = lms_access_many(t->r, t->n, s);
-        if (st == LMS_ERR_INVALID && (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
-            st = lms_access_many(t->r, t->n, s);
-        if (st != LMS_ERR_INVALID)
-            return st;
-    }
-    return run_whole(t, stream, s, false);
+    return interpose_on_stream(stream, resident_on, t);
 }
 
-/* Makes t's ranges resident on the lms stream adopted for `stream`. */
-static lms_status_t run(touches_t *t, void *stream)
+lms_status_t access_run(touches_t *t, void *stream)
 {
     if (!t->no_memory && t->n > 0)
         trace_access(t->r, t->n);
@@ -211,7 +171,7 @@ static size_t span2d(size_t pitch, size_t width, size_t height)
     if (width == 0 || height == 0)
         return 0;
     if (__builtin_mul_overflow(height - 1, pitch, &b) || __builtin_add_overflow(b, width, &b))
-        return UNKNOWN;
+        return ACCESS_UNKNOWN;
     return b;
 }
 
@@ -223,7 +183,7 @@ static size_t span3d(size_t pitch, size_t rows, size_t width, size_t height, siz
         return 0;
     if (__builtin_mul_overflow(depth - 1, rows, &r) || __builtin_add_overflow(r, height - 1, &r) ||
         __builtin_mul_overflow(r, pitch, &b) || __builtin_add_overflow(b, width, &b))
-        return UNKNOWN;
+        return ACCESS_UNKNOWN;
     return b;
 }
 
@@ -251,9 +211,9 @@ static lms_status_t copy1(void *dst, const void *src, size_t count, lms_access_m
                           void *stream)
 {
     TOUCHES(t);
-    touch(&t, src, count, LMS_READ);
-    touch(&t, dst, count, dmode);
-    return run(&t, stream);
+    access_touch(&t, src, count, LMS_READ);
+    access_touch(&t, dst, count, dmode);
+    return access_run(&t, stream);
 }
 
 lms_status_t access_cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
@@ -271,9 +231,9 @@ static lms_status_t copy2d(void *dst, size_t dpitch, const void *src, size_t spi
                            size_t height, enum cudaMemcpyKind kind, void *stream)
 {
     TOUCHES(t);
-    touch(&t, src, span2d(spitch, width, height), LMS_READ);
-    touch(&t, dst, span2d(dpitch, width, height), written(kind, dpitch == width));
-    return run(&t, stream);
+    access_touch(&t, src, span2d(spitch, width, height), LMS_READ);
+    access_touch(&t, dst, span2d(dpitch, width, height), written(kind, dpitch == width));
+    return access_run(&t, stream);
 }
 
 lms_status_t access_cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
@@ -295,12 +255,12 @@ static void touch_pitched(touches_t *t, struct cudaPitchedPtr p, struct cudaPos 
                           struct cudaExtent e, bool array, lms_access_mode_t mode)
 {
     if (array) {
-        touch(t, p.ptr, UNKNOWN, mode);
+        access_touch(t, p.ptr, ACCESS_UNKNOWN, mode);
         return;
     }
     const void *at = at3d((uintptr_t)p.ptr, pos.x, pos.y, pos.z, p.pitch, p.ysize);
     size_t bytes = span3d(p.pitch, p.ysize, e.width, e.height, e.depth);
-    touch(t, at != NULL ? at : p.ptr, at != NULL ? bytes : UNKNOWN, mode);
+    access_touch(t, at != NULL ? at : p.ptr, at != NULL ? bytes : ACCESS_UNKNOWN, mode);
 }
 
 /* A runtime 3D copy, within a device or between two (p: a cudaMemcpy3DParms
@@ -315,7 +275,7 @@ static void touch_pitched(touches_t *t, struct cudaPitchedPtr p, struct cudaPos 
             touch_pitched(&t, (p)->srcPtr, (p)->srcPos, (p)->extent, array, LMS_READ);      \
         if ((p)->dstArray == NULL)                                                          \
             touch_pitched(&t, (p)->dstPtr, (p)->dstPos, (p)->extent, array, LMS_WRITE);     \
-        return run(&t, (stream));                                                           \
+        return access_run(&t, (stream));                                                           \
     } while (0)
 
 lms_status_t access_cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { COPY3D(p, NULL); }
@@ -418,8 +378,8 @@ lms_status_t access_cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, siz
 static lms_status_t set2d(const void *ptr, size_t pitch, size_t width, size_t height, void *stream)
 {
     TOUCHES(t);
-    touch(&t, ptr, span2d(pitch, width, height), pitch == width ? LMS_OVERWRITE : LMS_WRITE);
-    return run(&t, stream);
+    access_touch(&t, ptr, span2d(pitch, width, height), pitch == width ? LMS_OVERWRITE : LMS_WRITE);
+    return access_run(&t, stream);
 }
 
 lms_status_t access_cudaMemset(void *devPtr, int value, size_t count)
@@ -452,7 +412,7 @@ static lms_status_t set3d(struct cudaPitchedPtr p, struct cudaExtent e, void *st
 {
     TOUCHES(t);
     touch_pitched(&t, p, (struct cudaPos){0, 0, 0}, e, false, LMS_WRITE);
-    return run(&t, stream);
+    return access_run(&t, stream);
 }
 
 lms_status_t access_cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value,
@@ -541,7 +501,7 @@ static void touch_side(touches_t *t, CUmemorytype type, CUdeviceptr dev, size_t 
     if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
         return;
     const void *at = at3d((uintptr_t)dev, x, y, z, pitch, rows);
-    touch(t, at != NULL ? at : DPTR(dev), at != NULL ? bytes : UNKNOWN, mode);
+    access_touch(t, at != NULL ? at : DPTR(dev), at != NULL ? bytes : ACCESS_UNKNOWN, mode);
 }
 
 static lms_status_t drv_copy2d(const CUDA_MEMCPY2D *c, void *stream)
@@ -554,7 +514,7 @@ static lms_status_t drv_copy2d(const CUDA_MEMCPY2D *c, void *stream)
     touch_side(&t, c->dstMemoryType, c->dstDevice, c->dstXInBytes, c->dstY, 0, c->dstPitch, 0,
                span2d(c->dstPitch, c->WidthInBytes, c->Height),
                c->dstPitch == c->WidthInBytes || c->Height == 1 ? LMS_OVERWRITE : LMS_WRITE);
-    return run(&t, stream);
+    return access_run(&t, stream);
 }
 
 lms_status_t access_cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) { return drv_copy2d(pCopy, NULL); }
@@ -579,7 +539,7 @@ lms_status_t access_cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStr
                    (c)->dstZ, (c)->dstPitch, (c)->dstHeight,                                \
                    span3d((c)->dstPitch, (c)->dstHeight, (c)->WidthInBytes, (c)->Height,    \
                           (c)->Depth), LMS_WRITE);                                          \
-        return run(&t, (stream));                                                           \
+        return access_run(&t, (stream));                                                           \
     } while (0)
 
 lms_status_t access_cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { DRV_COPY3D(pCopy, NULL); }
@@ -633,23 +593,23 @@ static bool legacy(void *stream, bool per_thread)
     return stream == (void *)CU_STREAM_LEGACY || (stream == NULL && !per_thread);
 }
 
+static lms_status_t synchronize(lms_stream_t s, void *unused)
+{
+    (void)unused;
+    return lms_stream_synchronize(s);
+}
+
 /* Makes a batch's ranges resident; then, if a copy may read lms's memory
  * out of stream order (`wait`), waits for the stream, and makes them
  * resident again, since the wait ended the access window (Note [Batched
  * copies]). */
 static lms_status_t run_batch(touches_t *t, void *stream, bool wait)
 {
-    lms_status_t st = run(t, stream);
-    if (st == LMS_OK && wait && !graph_capturing(stream)) {
-        lms_stream_t s;
-        if ((st = interpose_stream(stream, false, &s)) == LMS_OK &&
-            (st = lms_stream_synchronize(s)) == LMS_ERR_INVALID &&
-            (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
-            st = lms_stream_synchronize(s);
-        if (st == LMS_OK)
-            st = make_resident(t, stream);
-    }
-    touches_clear(t);
+    lms_status_t st = access_run(t, stream);
+    if (st == LMS_OK && wait && !graph_capturing(stream) &&
+        (st = interpose_on_stream(stream, synchronize, NULL)) == LMS_OK)
+        st = make_resident(t, stream);
+    access_clear(t);
     return st;
 }
 
@@ -688,8 +648,8 @@ static lms_status_t batch(const CUdeviceptr *dsts, const CUdeviceptr *srcs, cons
             k++;
         if (!ok || attrs[k].srcAccessOrder != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
             wait |= sizes[i] > 0 && interpose_owns(DPTR(srcs[i]));
-        touch(&t, DPTR(srcs[i]), sizes[i], LMS_READ);
-        touch(&t, DPTR(dsts[i]), sizes[i], ok ? LMS_OVERWRITE : LMS_WRITE);
+        access_touch(&t, DPTR(srcs[i]), sizes[i], LMS_READ);
+        access_touch(&t, DPTR(dsts[i]), sizes[i], ok ? LMS_OVERWRITE : LMS_WRITE);
     }
     return run_batch(&t, stream, wait);
 }
@@ -753,7 +713,7 @@ static void touch_operand(touches_t *t, const CUmemcpy3DOperand *o, const CUexte
         return;
     const void *p = DPTR(o->op.ptr.ptr);
     if (!bytes_known) {
-        touch(t, p, UNKNOWN, mode == LMS_OVERWRITE ? LMS_WRITE : mode);
+        access_touch(t, p, ACCESS_UNKNOWN, mode == LMS_OVERWRITE ? LMS_WRITE : mode);
         return;
     }
     size_t row = o->op.ptr.rowLength != 0 ? o->op.ptr.rowLength : e->width;
@@ -763,7 +723,7 @@ static void touch_operand(touches_t *t, const CUmemcpy3DOperand *o, const CUexte
      * whole when the span is exactly the bytes copied */
     bool whole = !__builtin_mul_overflow(e->width, e->height, &all) &&
                  !__builtin_mul_overflow(all, e->depth, &all) && span == all;
-    touch(t, p, span, mode == LMS_OVERWRITE && !whole ? LMS_WRITE : mode);
+    access_touch(t, p, span, mode == LMS_OVERWRITE && !whole ? LMS_WRITE : mode);
 }
 
 static lms_status_t batch3d(size_t numOps, const CUDA_MEMCPY3D_BATCH_OP *ops,
@@ -838,13 +798,13 @@ static lms_status_t drv_set(CUdeviceptr dst, size_t pitch, size_t width, size_t 
 {
     size_t row;
     if (__builtin_mul_overflow(width, size, &row))
-        row = UNKNOWN;
+        row = ACCESS_UNKNOWN;
     if (height == 1)
         pitch = row;
-    return set2d(DPTR(dst), pitch, row, row == UNKNOWN ? 1 : height, stream);
+    return set2d(DPTR(dst), pitch, row, row == ACCESS_UNKNOWN ? 1 : height, stream);
 }
 
-/* set2d takes UNKNOWN rows as the whole allocation: span2d(UNKNOWN, UNKNOWN, 1) is UNKNOWN. */
+/* set2d takes ACCESS_UNKNOWN rows as the whole allocation: span2d(ACCESS_UNKNOWN, ACCESS_UNKNOWN, 1) is ACCESS_UNKNOWN. */
 #define DRV_SET(w, type)                                                                    \
     lms_status_t access_cuMemsetD##w##_v2(CUdeviceptr dstDevice, type v, size_t N)          \
     {                                                                                       \
@@ -873,171 +833,3 @@ static lms_status_t drv_set(CUdeviceptr dst, size_t pitch, size_t width, size_t 
 DRV_SET(8, unsigned char)
 DRV_SET(16, unsigned short)
 DRV_SET(32, unsigned int)
-
-/* ---- NCCL ------------------------------------------------------------------------ */
-
-static __thread struct {
-    int depth;      /* ncclGroupStart calls not yet ended */
-    void *stream;   /* of the group's first call */
-    bool has_stream;
-    touches_t t;
-} group;
-
-void access_group_started(void)
-{
-    if (group.depth++ == 0) {
-        touches_clear(&group.t);
-        group.has_stream = false;
-    }
-}
-
-lms_status_t access_group_ending(void)
-{
-    if (group.depth != 1 || !group.has_stream)
-        return LMS_OK;
-    return run(&group.t, group.stream);
-}
-
-void access_group_ended(void)
-{
-    if (group.depth > 0 && --group.depth == 0)
-        touches_clear(&group.t);
-}
-
-/* The bytes of n elements of datatype d, times `ranks`; UNKNOWN if lms does
- * not know d (a datatype of a later NCCL) or the product overflows. */
-static size_t elems(size_t n, ncclDataType_t d, size_t ranks)
-{
-    static const unsigned char size[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1}; /* ncclInt8.. */
-    size_t b;
-    if ((unsigned)d >= sizeof size || ranks == 0 || __builtin_mul_overflow(n, (size_t)size[d], &b) ||
-        __builtin_mul_overflow(b, ranks, &b))
-        return UNKNOWN;
-    return b;
-}
-
-/* The communicator's size; 0 if NCCL does not say. ncclCommCount is looked
- * up on first use by whichever thread gets there: threads that race store the
- * same answer, and the release/acquire pair lets a reader use what another
- * thread found (a plain static was a data race, issue 25). */
-static size_t ranks_of(ncclComm_t comm)
-{
-    typedef ncclResult_t (*count_fn)(const ncclComm_t, int *);
-    static count_fn found;
-    count_fn count = __atomic_load_n(&found, __ATOMIC_ACQUIRE);
-    if (count == NULL) {
-        count = (count_fn)interpose_sym("ncclCommCount");
-        __atomic_store_n(&found, count, __ATOMIC_RELEASE);
-    }
-    int n;
-    return count != NULL && count(comm, &n) == ncclSuccess && n > 0 ? (size_t)n : 0;
-}
-
-/* A collective's ranges: made resident now, or kept for the end of the
- * thread's group (Note [NCCL groups]). */
-static lms_status_t collective(const void *send, size_t sbytes, const void *recv, size_t rbytes,
-                               lms_access_mode_t rmode, void *stream)
-{
-    if (group.depth == 0) {
-        TOUCHES(t);
-        touch(&t, send, sbytes, LMS_READ);
-        touch(&t, recv, rbytes, rmode);
-        return run(&t, stream);
-    }
-    touch(&group.t, send, sbytes, LMS_READ);
-    touch(&group.t, recv, rbytes, rmode);
-    if (!group.has_stream) {
-        group.stream = stream;
-        group.has_stream = true;
-    }
-    return LMS_OK;
-}
-
-lms_status_t access_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                  cudaStream_t stream)
-{
-    (void)op, (void)comm;
-    size_t b = elems(count, datatype, 1);
-    return collective(sendbuff, b, recvbuff, b, LMS_OVERWRITE, stream);
-}
-
-lms_status_t access_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
-                                  ncclDataType_t datatype, int root, ncclComm_t comm,
-                                  cudaStream_t stream)
-{
-    (void)root, (void)comm;
-    size_t b = elems(count, datatype, 1);
-    return collective(sendbuff, b, recvbuff, b, LMS_OVERWRITE, stream);
-}
-
-lms_status_t access_ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
-                              ncclComm_t comm, cudaStream_t stream)
-{
-    (void)root, (void)comm;
-    return collective(NULL, 0, buff, elems(count, datatype, 1), LMS_WRITE, stream);
-}
-
-lms_status_t access_ncclReduce(const void *sendbuff, void *recvbuff, size_t count,
-                               ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                               cudaStream_t stream)
-{
-    (void)op, (void)root, (void)comm;
-    size_t b = elems(count, datatype, 1);
-    return collective(sendbuff, b, recvbuff, b, LMS_WRITE, stream);
-}
-
-lms_status_t access_ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                      cudaStream_t stream)
-{
-    (void)op;
-    return collective(sendbuff, elems(recvcount, datatype, ranks_of(comm)), recvbuff,
-                      elems(recvcount, datatype, 1), LMS_OVERWRITE, stream);
-}
-
-lms_status_t access_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
-                                  ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
-{
-    return collective(sendbuff, elems(sendcount, datatype, 1), recvbuff,
-                      elems(sendcount, datatype, ranks_of(comm)), LMS_OVERWRITE, stream);
-}
-
-lms_status_t access_ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
-                                 ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
-{
-    size_t b = elems(count, datatype, ranks_of(comm));
-    return collective(sendbuff, b, recvbuff, b, LMS_OVERWRITE, stream);
-}
-
-lms_status_t access_ncclGather(const void *sendbuff, void *recvbuff, size_t count,
-                               ncclDataType_t datatype, int root, ncclComm_t comm,
-                               cudaStream_t stream)
-{
-    (void)root;
-    return collective(sendbuff, elems(count, datatype, 1), recvbuff,
-                      elems(count, datatype, ranks_of(comm)), LMS_WRITE, stream);
-}
-
-lms_status_t access_ncclScatter(const void *sendbuff, void *recvbuff, size_t count,
-                                ncclDataType_t datatype, int root, ncclComm_t comm,
-                                cudaStream_t stream)
-{
-    (void)root;
-    return collective(sendbuff, elems(count, datatype, ranks_of(comm)), recvbuff,
-                      elems(count, datatype, 1), LMS_OVERWRITE, stream);
-}
-
-lms_status_t access_ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
-                             ncclComm_t comm, cudaStream_t stream)
-{
-    (void)peer, (void)comm;
-    return collective(sendbuff, elems(count, datatype, 1), NULL, 0, LMS_READ, stream);
-}
-
-lms_status_t access_ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
-                             ncclComm_t comm, cudaStream_t stream)
-{
-    (void)peer, (void)comm;
-    return collective(NULL, 0, recvbuff, elems(count, datatype, 1), LMS_OVERWRITE, stream);
-}

@@ -12,7 +12,7 @@
  * when the name is one of the hooks' and what the library gives is the
  * function that wrapper calls (interpose_dlsym_answer): the runtime gets
  * lms's cuGetProcAddress, and through it lms's allocation, launch and copy
- * entry points (Note [Lookups by name] in interpose.c).
+ * entry points (Note [Lookups by name] in symbols.c).
  *
  * A library loaded RTLD_LOCAL (Python's ctypes does so by default) is in
  * no lookup order lms asks, and lms asks libcuda, libcudart and libnccl by
@@ -55,7 +55,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "interpose/launch.h"
+#include "interpose/internal.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
 

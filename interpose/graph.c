@@ -1,5 +1,6 @@
 /*
- * interpose/graph.c — see graph.h.
+ * interpose/graph.c — CUDA graph capture: what a captured call touches is
+ * pinned for the life of the graphs made from the capture (internal.h).
  *
  * Note [Graph capture]
  * A call made on a stream being captured does not run: CUDA records it in
@@ -49,8 +50,7 @@
 #include <cuda.h>
 
 #include "base/base.h"
-#include "interpose/graph.h"
-#include "interpose/launch.h"
+#include "interpose/internal.h"
 
 typedef struct pinned {
     void *base;

@@ -24,12 +24,12 @@
  * which lms's allocations are not in. Kernel launches, through every door
  * CUDA 13 has (the runtime's, nvcc 13's <<<>>> as __cudaLaunchKernel, the
  * driver's, cooperative ones), make what their parameters point to
- * resident first (launch.h), tensor maps' tensors among it (the encoders
+ * resident first (launch.c), tensor maps' tensors among it (the encoders
  * are hooked: Note [Tensor maps] in tensormap.c); copies, memsets and NCCL
  * collectives what they read and write (access.h). Stream destroys let lms
  * forget the stream first. Lookups by name answer lms's wrappers (Note
- * [Lookups by name]). Graph capture pins what captured calls touch for the
- * life of the graphs made from it, and a stream that may be joining a
+ * [Lookups by name] in symbols.c). Graph capture pins what captured calls
+ * touch for the life of the graphs made from it, and a stream that may be joining a
  * capture (a wait for an event) is let go of first (Note [Graph capture]
  * in graph.c). Batched copies are hooked in the driver, in both CUDA
  * 12.8's and 13's forms (Note [Batched copies] in access.c). Every copy
@@ -45,39 +45,18 @@
  * lms as driver calls. PyTorch links the shared libcudart.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
-#undef cuGetProcAddress /* cuda.h's name for cuGetProcAddress_v2; the hooks have both */
 /* Programs still call deprecated entry points (cudaGetDriverEntryPoint):
  * the hooks define them. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-#include "lms.h"
 #include "base/base.h"
-#include "interpose/access.h"
-#include "interpose/graph.h"
-#include "interpose/hooks.h"
-#include "interpose/launch.h"
-#include "interpose/tensormap.h"
-#include "interpose/trace.h"
-
-#define LMS_HOOK_EXPORT __attribute__((visibility("default")))
-
-_Static_assert(sizeof(void *) == sizeof(void (*)(void)),
-               "a function pointer travels through void * (dlsym)");
-
-/* Every hooked name declared (again: a declaration that differs from the
- * header's fails to compile), the _ptsz twins among them. */
-#define HOOK_DECLARE(lib, ret, name, params, args) LMS_HOOK_EXPORT ret name params;
-LMS_ALL_HOOKS(HOOK_DECLARE)
-#undef HOOK_DECLARE
+#include "interpose/internal.h"
 
 /* The batched copies' forms that cuda.h does not declare for programs (all
  * per-thread twins, and CUDA 12.8's under CUDA 13's headers): their types
@@ -100,67 +79,6 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(&cuMemcpyBatchAsync_v2_pt
                                                 PFN_cuMemcpy3DBatchAsync_v13000_ptsz),
                "CUDA 13's batched copies' per-thread hooks have CUDA's types");
 #endif
-
-/* ---- the real functions --------------------------------------------------------- */
-
-enum {
-#define HOOK_INDEX(lib, ret, name, params, args) HOOK_##name,
-    LMS_ALL_HOOKS(HOOK_INDEX)
-#undef HOOK_INDEX
-    NHOOKS
-};
-
-static const char *const hook_name[NHOOKS] = {
-#define HOOK_NAME(lib, ret, name, params, args) #name,
-    LMS_ALL_HOOKS(HOOK_NAME)
-#undef HOOK_NAME
-};
-
-static void *real_sym[NHOOKS]; /* dlsym(RTLD_NEXT) of each, once found */
-
-/* The real function i, or NULL if no library after liblms.so defines it
- * (interpose_sym: nor libcuda, libcudart or libnccl loaded locally). */
-static void *real_fn(int i)
-{
-    void *f = __atomic_load_n(&real_sym[i], __ATOMIC_ACQUIRE);
-    if (f == NULL) {
-        f = interpose_sym(hook_name[i]);
-        __atomic_store_n(&real_sym[i], f, __ATOMIC_RELEASE);
-    }
-    return f;
-}
-
-static bool missing_said[NHOOKS]; /* a call of a missing real function was logged (atomic) */
-
-/* A call of hook i found no real function: said once, and it fails with
- * `missing`, the lookup's own error. */
-#define MISSING(i, missing) (missing_said_once(i), (missing))
-static void missing_said_once(int i)
-{
-    if (!__atomic_exchange_n(&missing_said[i], true, __ATOMIC_RELAXED))
-        base_log(BASE_LOG_WARN, "interpose: %s: no library loaded defines it (after liblms.so, "
-                 "nor libcuda, libcudart or libnccl loaded locally): its calls fail with "
-                 "CUDA's (or NCCL's) not-found error", hook_name[i]);
-}
-
-/* What a missing real function returns: the lookup's own failure. */
-#define MISSING_rt cudaErrorSymbolNotFound
-#define MISSING_drv CUDA_ERROR_NOT_FOUND
-#define MISSING_nccl ncclInternalError
-
-/* The global scope's definition (dlopen(NULL)'s handle searches the global
- * scope only; RTLD_DEFAULT, from here, would find liblms.so's own even when
- * it was loaded locally). */
-bool interpose_hooks_live(void)
-{
-    Dl_info first, mine;
-    void *global = dlopen(NULL, RTLD_NOW);
-    void *f = global != NULL ? dlsym(global, "cudaLaunchKernel") : NULL;
-    if (global != NULL)
-        dlclose(global);
-    return f != NULL && dladdr(f, &first) != 0 && dladdr((void *)real_fn, &mine) != 0 &&
-           first.dli_fbase == mine.dli_fbase;
-}
 
 /* ---- lms's answers ----------------------------------------------------------------- */
 
@@ -219,49 +137,22 @@ static lms_status_t said(lms_status_t st)
     return st;
 }
 
-/*
- * Note [Frees in a forked child]
- * In a child forked after lms started, lms cannot start (Note [Fork] in
- * swap/lms.c), and a free of the parent's pointer must say so as the
- * README promises: cudaErrorNotSupported (CUDA_ERROR_NOT_SUPPORTED), with
- * lms's message in the log. Without this check it did not: the pointer is
- * not lms's in the child, so it went on to CUDA, whose runtime, unusable
- * in the child too, answered cudaErrorInsufficientDriver (35); or, where
- * the child had kept the parent's range, lms_free answered "not an address
- * lms handed out" (cudaErrorInvalidValue). A child is known by the fork
- * handler below; lms refusing to start in it (LMS_ERR_UNSUPPORTED) tells
- * one forked after the start from one forked before, which may use lms.
- */
-static bool forked; /* this process is a fork's child (atomic) */
-
-static void note_forked(void) { __atomic_store_n(&forked, true, __ATOMIC_RELAXED); }
-
-__attribute__((constructor)) static void watch_forks(void)
+/* lms_malloc on the legacy stream; where lms could not start, the first
+ * failure (Note [A failed start] in launch.c), *p NULL as lms_malloc leaves
+ * it. A NULL p gets lms_malloc's own answer. */
+static lms_status_t malloc_started(void **p, size_t size)
 {
-    if (pthread_atfork(NULL, NULL, note_forked) != 0)
-        base_log(BASE_LOG_WARN, "interpose: pthread_atfork failed: a free in a forked child may "
-                                "get CUDA's answer rather than cudaErrorNotSupported");
+    lms_status_t st = p != NULL ? interpose_start() : LMS_OK;
+    if (st != LMS_OK) {
+        *p = NULL;
+        return st;
+    }
+    return lms_malloc(p, size, NULL);
 }
-
-/* LMS_ERR_UNSUPPORTED, said, in a child forked after lms started; else LMS_OK. */
-static lms_status_t refused_in_child(void)
-{
-    void *base;
-    size_t bytes;
-    if (!__atomic_load_n(&forked, __ATOMIC_RELAXED) ||
-        lms_reserved_range(&base, &bytes) != LMS_ERR_UNSUPPORTED)
-        return LMS_OK;
-    return said(LMS_ERR_UNSUPPORTED);
-}
-
-#define REAL(name) ((__typeof__(&name))real_fn(HOOK_##name))
-/* The real call, or `missing` (said once) when CUDA or NCCL has no such function. */
-#define REAL_OR(name, args, missing)                                                         \
-    (REAL(name) != NULL ? REAL(name) args : MISSING(HOOK_##name, missing))
 
 static cudaError_t hook_cudaMalloc(void **devPtr, size_t size)
 {
-    lms_status_t st = lms_malloc(devPtr, size, NULL);
+    lms_status_t st = malloc_started(devPtr, size);
     if (st == LMS_OK && (st = interpose_pin_small(*devPtr, size)) != LMS_OK)
         *devPtr = NULL;
     if (st == LMS_OK)
@@ -275,7 +166,7 @@ static cudaError_t hook_cudaFree(void *devPtr)
 {
     if (devPtr == NULL)
         return on_sim() || REAL(cudaFree) == NULL ? cudaSuccess : REAL(cudaFree)(NULL);
-    lms_status_t st = refused_in_child(); /* Note [Frees in a forked child] */
+    lms_status_t st = said(interpose_refused_in_child()); /* Note [Frees in a forked child] */
     if (st != LMS_OK)
         return rt_error(st);
     if (!interpose_owns(devPtr))
@@ -285,9 +176,12 @@ static cudaError_t hook_cudaFree(void *devPtr)
     return rt_error(said(lms_free(devPtr, LMS_ALL_STREAMS)));
 }
 
+/* Where lms could not start, the first failure (Note [A failed start]);
+ * NULL outputs get lms_memory_info's own answer. */
 static cudaError_t hook_cudaMemGetInfo(size_t *free_b, size_t *total_b)
 {
-    return rt_error(said(lms_memory_info(free_b, total_b)));
+    lms_status_t st = free_b != NULL && total_b != NULL ? interpose_start() : LMS_OK;
+    return rt_error(said(st == LMS_OK ? lms_memory_info(free_b, total_b) : st));
 }
 
 /* cuMemAlloc of 0 bytes is an error, as the driver has it. */
@@ -296,7 +190,7 @@ static CUresult hook_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if (dptr == NULL || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     void *p;
-    lms_status_t st = lms_malloc(&p, bytesize, NULL);
+    lms_status_t st = malloc_started(&p, bytesize);
     if (st == LMS_OK)
         st = interpose_pin_small(p, bytesize);
     if (said(st) == LMS_OK) {
@@ -310,7 +204,7 @@ static CUresult hook_cuMemFree_v2(CUdeviceptr dptr)
 {
     void *p = (void *)(uintptr_t)dptr;
     /* Note [Frees in a forked child] */
-    lms_status_t st = dptr != 0 ? refused_in_child() : LMS_OK;
+    lms_status_t st = dptr != 0 ? said(interpose_refused_in_child()) : LMS_OK;
     if (st != LMS_OK)
         return drv_error(st);
     if (dptr == 0 || !interpose_owns(p))
@@ -322,7 +216,8 @@ static CUresult hook_cuMemFree_v2(CUdeviceptr dptr)
 
 static CUresult hook_cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 {
-    return drv_error(said(lms_memory_info(free_b, total_b)));
+    lms_status_t st = free_b != NULL && total_b != NULL ? interpose_start() : LMS_OK;
+    return drv_error(said(st == LMS_OK ? lms_memory_info(free_b, total_b) : st));
 }
 
 /* ---- stream-ordered allocation ----------------------------------------------------- */
@@ -350,7 +245,7 @@ static cudaError_t rt_free_async(void *devPtr, cudaStream_t hStream,
                                  __typeof__(&cudaFreeAsync) real)
 {
     /* Note [Frees in a forked child] */
-    lms_status_t st = devPtr != NULL ? refused_in_child() : LMS_OK;
+    lms_status_t st = devPtr != NULL ? said(interpose_refused_in_child()) : LMS_OK;
     if (st != LMS_OK)
         return rt_error(st);
     if (devPtr != NULL && !interpose_owns(devPtr))
@@ -363,19 +258,13 @@ static CUresult drv_free_async(CUdeviceptr dptr, CUstream hStream,
 {
     void *p = (void *)(uintptr_t)dptr;
     /* Note [Frees in a forked child] */
-    lms_status_t st = dptr != 0 ? refused_in_child() : LMS_OK;
+    lms_status_t st = dptr != 0 ? said(interpose_refused_in_child()) : LMS_OK;
     if (st != LMS_OK)
         return drv_error(st);
     if (dptr == 0 || !interpose_owns(p))
         return real != NULL ? real(dptr, hStream) : CUDA_ERROR_INVALID_VALUE;
     return drv_error(said(interpose_free_on(p, hStream)));
 }
-
-/* The _ptsz twins: stream 0 means the calling thread's default stream, which
- * lms treats as the legacy one (lms.h, lms_stream_adopt), and CUDA gets the
- * call as made. */
-#define hook_cudaMallocAsync_ptsz hook_cudaMallocAsync
-#define hook_cuMemAllocAsync_ptsz hook_cuMemAllocAsync
 
 static cudaError_t hook_cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
@@ -429,7 +318,7 @@ static CUresult hook_cuStreamDestroy_v2(CUstream hStream)
  */
 static __thread unsigned inside;
 
-/* Each makes what the launch points to resident (launch.h), then launches;
+/* Each makes what the launch points to resident (launch_access), then launches;
  * a launch whose memory cannot be made resident does not go to CUDA. A
  * runtime launch whose layout is unknown goes on with the hooks open, for
  * the driver's hook to see (Note [Runtime launches the driver sees] in
@@ -658,7 +547,7 @@ static CUresult tensor_map_made(CUresult r, const CUtensorMap *map, const void *
 
 /* Each tensor-map entry of hooks.h names its descriptor tensorMap and its
  * address globalAddress: the hooks are made from the list. */
-#define TENSOR_MAP_HOOK(lib, ret, name, params, args)                                        \
+#define TENSOR_MAP_HOOK(lib, ret, name, by, since, params, args)                             \
     static ret hook_##name params                                                            \
     {                                                                                        \
         return tensor_map_made(REAL_OR(name, args, MISSING_##lib), tensorMap, globalAddress); \
@@ -666,7 +555,7 @@ static CUresult tensor_map_made(CUresult r, const CUtensorMap *map, const void *
 LMS_TENSOR_MAP_HOOKS(TENSOR_MAP_HOOK)
 #undef TENSOR_MAP_HOOK
 
-/* ---- NCCL groups (Note [NCCL groups] in access.c) ----------------------------------- */
+/* ---- NCCL groups (Note [NCCL groups] in nccl.c) ------------------------------------- */
 
 static ncclResult_t hook_ncclGroupStart(void)
 {
@@ -911,196 +800,13 @@ static CUresult hook_cuGraphExecDestroy(CUgraphExec exec)
     GRAPH_GONE(graph_exec_destroyed, exec, REAL_OR(cuGraphExecDestroy, (exec), MISSING_drv));
 }
 
-/* ---- entry points looked up by name ----------------------------------------------- */
-
-/*
- * Note [Lookups by name]
- * The runtime and libraries such as Triton get driver functions by name
- * (cuGetProcAddress, cudaGetDriverEntryPoint*), which a preload does not
- * reach. Each lookup goes to CUDA first, so whether and in which version a
- * function exists stays CUDA's answer; when CUDA found it and the name is
- * one of the hooks' (by base name, in the version CUDA gives: the _v2 of
- * the memory functions for CUDA 3.2 and later, of cuStreamDestroy for 4.0
- * and later, of cuStreamBeginCapture for 10.1 and later, of
- * cuGetProcAddress for 12.0 and later, of the batched copies for 13.0 and
- * later; the _ptds or
- * _ptsz twin when the per-thread default stream is asked for;
- * wrapper_for), the answer is lms's wrapper instead. The lookup functions are hooked too, so a lookup
- * of cuGetProcAddress itself gets lms's, and so is dlsym on a library's
- * handle (dlsym.c), where the runtime finds cuGetProcAddress.
- */
-
-static const char hook_lib[NHOOKS] = {
-#define HOOK_LIB(lib, ret, name, params, args) #lib[0], /* 'r' or 'd' */
-    LMS_ALL_HOOKS(HOOK_LIB)
-#undef HOOK_LIB
-};
-
-static void *const hook_wrapper[NHOOKS] = {
-#define HOOK_ADDRESS(lib, ret, name, params, args) (void *)name,
-    LMS_ALL_HOOKS(HOOK_ADDRESS)
-#undef HOOK_ADDRESS
-};
-
-static int driver_hook(const char *name)
-{
-    for (int i = 0; i < NHOOKS; i++)
-        if (hook_lib[i] == 'd' && strcmp(hook_name[i], name) == 0)
-            return i;
-    return -1;
-}
-
-/* lms's wrapper for the driver function `symbol` (a base name) in the
- * version CUDA gives for cudaVersion and flags, or NULL. The _v2 entry
- * points came with CUDA 3.2 (cuStreamDestroy's with 4.0,
- * cuStreamBeginCapture's with 10.1, cuGetProcAddress's with 12.0, the
- * batched copies' with 13.0); the per-thread twins are _ptds for
- * synchronous calls and _ptsz for the others. */
-static void *wrapper_for(const char *symbol, int version, uint64_t flags)
-{
-    static const struct { const char *name; int since; } later_v2[] = {
-        {"cuStreamDestroy", 4000},
-        {"cuStreamBeginCapture", 10010},
-        {"cuGetProcAddress", 12000},
-        {"cuMemcpyBatchAsync", 13000},
-        {"cuMemcpy3DBatchAsync", 13000},
-    };
-    char name[96];
-    if (symbol == NULL || strlen(symbol) > 80)
-        return NULL;
-    int since = 3020;
-    for (size_t k = 0; k < sizeof later_v2 / sizeof later_v2[0]; k++)
-        if (strcmp(symbol, later_v2[k].name) == 0)
-            since = later_v2[k].since;
-    bool v2 = version >= since;
-    bool pt = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-    static const char *const suffix[] = {"_v2_ptds", "_v2_ptsz", "_ptds", "_ptsz", "_v2", ""};
-    for (int k = 0; k < 6; k++) {
-        bool has_v2 = k == 0 || k == 1 || k == 4, has_pt = k < 4;
-        if ((has_v2 && !v2) || (has_pt && !pt))
-            continue;
-        snprintf(name, sizeof name, "%s%s", symbol, suffix[k]);
-        int i = driver_hook(name);
-        if (i >= 0)
-            return hook_wrapper[i];
-    }
-    return NULL;
-}
-
-static void swap_in(void **fn, const char *symbol, int version, uint64_t flags)
-{
-    void *w = fn != NULL && *fn != NULL ? wrapper_for(symbol, version, flags) : NULL;
-    if (w != NULL)
-        *fn = w;
-}
-
-static CUresult hook_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                                      cuuint64_t flags)
-{
-    CUresult r = REAL_OR(cuGetProcAddress, (symbol, pfn, cudaVersion, flags), MISSING_drv);
-    if (r == CUDA_SUCCESS)
-        swap_in(pfn, symbol, cudaVersion, flags);
-    return r;
-}
-
-static CUresult hook_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status)
-{
-    CUresult r = REAL_OR(cuGetProcAddress_v2, (symbol, pfn, cudaVersion, flags, status), MISSING_drv);
-    if (r == CUDA_SUCCESS && (status == NULL || *status == CU_GET_PROC_ADDRESS_SUCCESS))
-        swap_in(pfn, symbol, cudaVersion, flags);
-    return r;
-}
-
-/* The version of the runtime the program runs (cudaRuntimeGetVersion),
- * which cudaGetDriverEntryPoint answers for; the headers' if it says none. */
-static int runtime_version(void)
-{
-    static int version;
-    int v = __atomic_load_n(&version, __ATOMIC_RELAXED);
-    if (v == 0) {
-        cudaError_t (*get)(int *) = (cudaError_t(*)(int *))interpose_sym("cudaRuntimeGetVersion");
-        if (get == NULL || get(&v) != cudaSuccess || v <= 0)
-            v = CUDA_VERSION;
-        __atomic_store_n(&version, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-
-/* The runtime's answer r for symbol, in the driver's version `version`:
- * lms's wrapper in place of a function it hooks. The _ptsz lookups (a
- * program built for the per-thread default stream) take cudaEnableDefault
- * as the per-thread stream. */
-static cudaError_t entry_point(cudaError_t r, const char *symbol, void **funcPtr, int version,
-                               unsigned long long flags, bool per_thread,
-                               const enum cudaDriverEntryPointQueryResult *status)
-{
-    if (per_thread && flags == cudaEnableDefault)
-        flags = cudaEnablePerThreadDefaultStream;
-    if (r == cudaSuccess && (status == NULL || *status == cudaDriverEntryPointSuccess))
-        swap_in(funcPtr, symbol, version, flags);
-    return r;
-}
-
-static cudaError_t hook_cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
-                                                unsigned long long flags,
-                                                enum cudaDriverEntryPointQueryResult *status)
-{
-    return entry_point(REAL_OR(cudaGetDriverEntryPoint, (symbol, funcPtr, flags, status), MISSING_rt),
-                       symbol, funcPtr, runtime_version(), flags, false, status);
-}
-
-static cudaError_t hook_cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr,
-                                                     unsigned long long flags,
-                                                     enum cudaDriverEntryPointQueryResult *status)
-{
-    return entry_point(REAL_OR(cudaGetDriverEntryPoint_ptsz, (symbol, funcPtr, flags, status),
-                               MISSING_rt),
-                       symbol, funcPtr, runtime_version(), flags, true, status);
-}
-
-static cudaError_t hook_cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
-                                                         unsigned int cudaVersion,
-                                                         unsigned long long flags,
-                                                         enum cudaDriverEntryPointQueryResult *status)
-{
-    return entry_point(REAL_OR(cudaGetDriverEntryPointByVersion,
-                               (symbol, funcPtr, cudaVersion, flags, status), MISSING_rt),
-                       symbol, funcPtr, (int)cudaVersion, flags, false, status);
-}
-
-static cudaError_t hook_cudaGetDriverEntryPointByVersion_ptsz(
-    const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
-    enum cudaDriverEntryPointQueryResult *status)
-{
-    return entry_point(REAL_OR(cudaGetDriverEntryPointByVersion_ptsz,
-                               (symbol, funcPtr, cudaVersion, flags, status), MISSING_rt),
-                       symbol, funcPtr, (int)cudaVersion, flags, true, status);
-}
-
-void *interpose_dlsym_answer(const char *symbol, void *found)
-{
-    if (found == NULL || symbol == NULL || !enabled())
-        return found;
-    for (int i = 0; i < NHOOKS; i++) {
-        if (strcmp(hook_name[i], symbol) != 0)
-            continue;
-        if (real_fn(i) == NULL) { /* a library loaded locally, under a name lms does not know */
-            interpose_sym_library(found);
-            (void)real_fn(i);
-        }
-        return real_fn(i) == found ? hook_wrapper[i] : found;
-    }
-    return found;
-}
-
 /* ---- the exported wrappers --------------------------------------------------------- */
 
-#define HOOK_WRAPPER(lib, ret, name, params, args)                                           \
+#define HOOK_WRAPPER(lib, ret, name, by, since, params, args)                                \
     LMS_HOOK_EXPORT ret name params                                                          \
     {                                                                                        \
         if (enabled())                                                                       \
-            return hook_##name args;                                                         \
+            return hook_##by args;                                                           \
         return REAL_OR(name, args, MISSING_##lib);                                           \
     }
 LMS_HOOKS(HOOK_WRAPPER)
@@ -1109,12 +815,12 @@ LMS_HOOKS(HOOK_WRAPPER)
 /* Copies, memsets and collectives: what they touch made resident
  * (access.h), then CUDA's or NCCL's call; a call whose memory cannot be
  * made resident does not go on. */
-#define ACCESS_WRAPPER(lib, ret, name, params, args)                                         \
+#define ACCESS_WRAPPER(lib, ret, name, by, since, params, args)                              \
     LMS_HOOK_EXPORT ret name params                                                          \
     {                                                                                        \
         if (!enabled() || inside)                                                            \
             return REAL_OR(name, args, MISSING_##lib);                                       \
-        lms_status_t st = said(access_##name args);                                          \
+        lms_status_t st = said(access_##by args);                                            \
         if (st != LMS_OK)                                                                    \
             return lib##_error(st);                                                          \
         inside++;                                                                            \

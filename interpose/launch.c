@@ -1,5 +1,8 @@
 /*
- * interpose/launch.c — see launch.h.
+ * interpose/launch.c — what a kernel launch touches, made resident before
+ * the launch goes to CUDA; lms's start, its range and the streams adopted
+ * for the program's, as the hooks see them; the CUDA libraries the real
+ * functions come from (internal.h).
  *
  * Note [Parameter layouts]
  * A launch passes its parameters as an array of pointers to each value
@@ -34,9 +37,30 @@
  * A launch names a CUDA stream; lms_access_pointers_modes wants the lms stream
  * adopted for it. Each thread keeps the last few pairs. A pair goes stale
  * when the stream is unadopted (cudaStreamDestroy): its handle's generation
- * no longer matches, lms_access_pointers_modes says LMS_ERR_INVALID, and the
- * stream is adopted again. (A handle could only name another stream after
+ * no longer matches, the lms call that names it says LMS_ERR_INVALID, and
+ * the stream is adopted again and the call made once more. One function
+ * does that for every lms call the hooks make on a stream
+ * (interpose_on_stream); lms has no status of its own for a stale handle,
+ * so a call that was invalid for another reason is made twice, and fails
+ * the same way twice. (A handle could only name another stream after
  * lms_shutdown and a new init, which the interposer never does.)
+ *
+ * Note [A failed start]
+ * lms starts at the first hooked call that needs it: an allocation, a
+ * memory info, or a launch, copy or memset, which asks for lms's range to
+ * tell its pointers from others (interpose_start). Where it cannot start
+ * (no device, LMS_DEVICE_LIMIT under one chunk, a child forked after the
+ * parent started), each of those calls would try again, each try opening
+ * the device and failing the same way: every launch and copy of a program
+ * that runs on without lms paid for a whole start. So the first failure is
+ * kept, status and message, and interpose_start gives it from then on:
+ * allocations and memory info fail with it, lms_last_error gives its
+ * message, and launches, copies and memsets, which then find no pointer
+ * of lms's, go on to CUDA (README: "Safety"). A failure is forgotten where
+ * a start could then go otherwise: in a forked child, which starts afresh
+ * (a start lock held across fork is taken by the fork handlers), and after
+ * the PyTorch entry points change the configuration (interpose_start_again).
+ * tests/interpose/start_probe.c counts the tries: one.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -50,12 +74,8 @@
 #include <cuda_runtime_api.h>
 
 #include "base/base.h"
-#include "interpose/graph.h"
-#include "interpose/launch.h"
-#include "interpose/scan.h"
+#include "interpose/internal.h"
 #include "interpose/signature.h"
-#include "interpose/tensormap.h"
-#include "interpose/trace.h"
 
 #define TABLE_SIZE 16384  /* functions whose layout is kept; a power of two */
 #define MAX_PARAMS 4096   /* asked of the driver per function, at most */
@@ -394,7 +414,7 @@ static layout_t *layout_of(launch_kind_t kind, const void *fn)
     return unkept = l;
 }
 
-/* ---- launch doors lms cannot see through (launch.h) ------------------------ */
+/* ---- launch doors lms cannot see through (launch_unseeable) ---------------- */
 
 static bool unknown_fails(void);
 
@@ -441,7 +461,9 @@ lms_status_t interpose_stream(void *native, bool fresh, lms_stream_t *out)
             }
             streams[k].set = false;
         }
-    lms_status_t st = lms_stream_adopt(native, out);
+    lms_status_t st = interpose_start();
+    if (st == LMS_OK)
+        st = lms_stream_adopt(native, out);
     if (st == LMS_OK) {
         unsigned k = streams_next++ % STREAM_CACHE;
         streams[k].native = native;
@@ -487,16 +509,32 @@ static lms_status_t not_in_capture(void *stream, const char *what)
                      "into a CUDA graph: lms does not make graph memory nodes", what, stream);
 }
 
-lms_status_t interpose_malloc_on(void **p, size_t size, void *stream)
+lms_status_t interpose_on_stream(void *native, interpose_stream_call_t call, void *args)
 {
     lms_stream_t s;
+    lms_status_t st = interpose_stream(native, false, &s);
+    if (st == LMS_OK && (st = call(s, args)) == LMS_ERR_INVALID &&
+        (st = interpose_stream(native, true, &s)) == LMS_OK) /* stale: Note [Stream handles] */
+        st = call(s, args);
+    return st;
+}
+
+typedef struct malloc_args {
+    void **p;
+    size_t size;
+} malloc_args_t;
+
+static lms_status_t malloc_on(lms_stream_t s, void *args)
+{
+    malloc_args_t *a = args;
+    return lms_malloc(a->p, a->size, s);
+}
+
+lms_status_t interpose_malloc_on(void **p, size_t size, void *stream)
+{
     lms_status_t st = not_in_capture(stream, "stream-ordered allocation");
-    if (st != LMS_OK)
-        return st;
-    st = interpose_stream(stream, false, &s);
-    if (st == LMS_OK && (st = lms_malloc(p, size, s)) == LMS_ERR_INVALID &&
-        (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
-        st = lms_malloc(p, size, s);
+    if (st == LMS_OK)
+        st = interpose_on_stream(stream, malloc_on, &(malloc_args_t){p, size});
     if (st == LMS_OK && (st = interpose_pin_small(*p, size)) != LMS_OK)
         *p = NULL;
     if (st == LMS_OK)
@@ -504,38 +542,121 @@ lms_status_t interpose_malloc_on(void **p, size_t size, void *stream)
     return st;
 }
 
+static lms_status_t free_on(lms_stream_t s, void *p) { return lms_free(p, s); }
+
 lms_status_t interpose_free_on(void *p, void *stream)
 {
-    lms_stream_t s;
     lms_status_t st = not_in_capture(stream, "stream-ordered free");
     if (st != LMS_OK)
         return st;
     graph_forget(p);
     trace_free(p);
-    st = interpose_stream(stream, false, &s);
-    if (st == LMS_OK && (st = lms_free(p, s)) == LMS_ERR_INVALID &&
-        (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
-        st = lms_free(p, s);
-    return st;
+    return interpose_on_stream(stream, free_on, p);
 }
 
 /* ---- the launch ----------------------------------------------------------------- */
 
-/* lms's range, once lms is up; {0, 0} while it cannot start. Threads that
+/* ---- lms's start and range (Note [A failed start]) ------------------------------ */
+
+/* lms's range, once lms is up; {0, 0} while it has not started. Threads that
  * find it at once store the same values. Kept for the process: the
  * interposer never calls lms_shutdown (after which the range could move). */
 static uintptr_t range_lo;
 static size_t range_bytes; /* 0: not known yet; stored after range_lo (release) */
 
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static lms_status_t start_failure; /* the first start's failure; LMS_OK: none */
+static char start_why[512];        /* its message (as long as lms_last_error's) */
+
+/*
+ * Note [Frees in a forked child]
+ * In a child forked after lms started, lms cannot start (Note [Fork] in
+ * swap/lms.c), and a free of the parent's pointer must say so as the
+ * README promises: cudaErrorNotSupported (CUDA_ERROR_NOT_SUPPORTED), with
+ * lms's message in the log. Without this check it did not: the pointer is
+ * not lms's in the child, so it went on to CUDA, whose runtime, unusable
+ * in the child too, answered cudaErrorInsufficientDriver (35); or, where
+ * the child had kept the parent's range, lms_free answered "not an address
+ * lms handed out" (cudaErrorInvalidValue). A child is known by the fork
+ * handler below; lms refusing to start in it (LMS_ERR_UNSUPPORTED) tells
+ * one forked after the start from one forked before, which may use lms.
+ */
+static bool forked; /* this process is a fork's child (atomic) */
+
+lms_status_t interpose_refused_in_child(void)
+{
+    void *base;
+    size_t bytes;
+    if (!__atomic_load_n(&forked, __ATOMIC_RELAXED) ||
+        lms_reserved_range(&base, &bytes) != LMS_ERR_UNSUPPORTED)
+        return LMS_OK;
+    return LMS_ERR_UNSUPPORTED;
+}
+
+
+static void before_fork(void) { pthread_mutex_lock(&start_lock); }
+
+static void after_fork_parent(void) { pthread_mutex_unlock(&start_lock); }
+
+/* The child starts afresh (Note [A failed start]). */
+static void after_fork_child(void)
+{
+    __atomic_store_n(&forked, true, __ATOMIC_RELAXED);
+    start_failure = LMS_OK;
+    pthread_mutex_unlock(&start_lock);
+}
+
+__attribute__((constructor)) static void watch_forks(void)
+{
+    if (pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0)
+        base_log(BASE_LOG_WARN, "interpose: pthread_atfork failed: a free in a forked child may "
+                                "get CUDA's answer rather than cudaErrorNotSupported, and a "
+                                "child of a process where lms could not start does not try");
+}
+
+lms_status_t interpose_start(void)
+{
+    if (__atomic_load_n(&range_bytes, __ATOMIC_ACQUIRE) != 0)
+        return LMS_OK;
+    char why[sizeof start_why];
+    pthread_mutex_lock(&start_lock);
+    lms_status_t st = start_failure;
+    if (st != LMS_OK)
+        memcpy(why, start_why, sizeof why);
+    pthread_mutex_unlock(&start_lock);
+    if (st != LMS_OK) /* remembered: lms_last_error gives its message again */
+        return base_fail(st, "%s", why);
+    void *base;
+    size_t bytes;
+    st = lms_reserved_range(&base, &bytes);
+    if (st == LMS_OK) {
+        __atomic_store_n(&range_lo, (uintptr_t)base, __ATOMIC_RELAXED);
+        __atomic_store_n(&range_bytes, bytes, __ATOMIC_RELEASE);
+        return LMS_OK;
+    }
+    pthread_mutex_lock(&start_lock);
+    if (start_failure == LMS_OK) { /* the first: another thread's may have come first */
+        start_failure = st;
+        snprintf(start_why, sizeof start_why, "%s", lms_last_error());
+    }
+    pthread_mutex_unlock(&start_lock);
+    return st;
+}
+
+void interpose_start_again(void)
+{
+    pthread_mutex_lock(&start_lock);
+    start_failure = LMS_OK;
+    pthread_mutex_unlock(&start_lock);
+}
+
 static scan_range_t lms_range(void)
 {
     size_t bytes = __atomic_load_n(&range_bytes, __ATOMIC_ACQUIRE);
     if (bytes == 0) {
-        void *base;
-        if (lms_reserved_range(&base, &bytes) != LMS_OK)
+        if (interpose_start() != LMS_OK)
             return (scan_range_t){0, 0};
-        __atomic_store_n(&range_lo, (uintptr_t)base, __ATOMIC_RELAXED);
-        __atomic_store_n(&range_bytes, bytes, __ATOMIC_RELEASE);
+        bytes = __atomic_load_n(&range_bytes, __ATOMIC_ACQUIRE);
     }
     return (scan_range_t){__atomic_load_n(&range_lo, __ATOMIC_RELAXED), bytes};
 }
@@ -554,6 +675,18 @@ typedef struct hits {
     uint32_t *param;
     lms_access_mode_t *mode;
 } hits_t;
+
+/* What resident_hits makes resident: the first n of h. */
+typedef struct hits_found {
+    const hits_t *h;
+    size_t n;
+} hits_found_t;
+
+static lms_status_t resident_hits(lms_stream_t s, void *args)
+{
+    const hits_found_t *a = args;
+    return lms_access_pointers_modes((const void *const *)a->h->ptr, a->h->mode, a->n, s);
+}
 
 /* Fills h (room for max) with what the launch points to, and returns how
  * many it found in all: words in lms's range, and learnt tensor maps. */
@@ -625,9 +758,9 @@ static lms_status_t unknown_launch(layout_t *l, bool late)
  * Note [Runtime launches the driver sees]
  * The runtime passes its launches on to the driver's cuLaunchKernel (or a
  * twin) that it looked up by name, which is lms's (Note [Lookups by name]
- * in interpose.c), and the hooks pass calls made inside a hooked call
- * straight through (Note [One access per call]); launch_nested notes that
- * it happened (reaches_driver). When the layout of a runtime launch cannot
+ * in symbols.c), and the hooks pass calls made inside a hooked call
+ * straight through (Note [One access per call] in interpose.c);
+ * launch_nested notes that it happened (reaches_driver). When the layout of a runtime launch cannot
  * be learnt (its stub is not the runtime's, say), launch_access defers it,
  * once a runtime launch has been seen reaching a driver hook or when
  * LMS_UNKNOWN_LAUNCH lets unknown launches run anyway: the runtime hook
@@ -711,17 +844,13 @@ lms_status_t launch_access(launch_kind_t kind, const void *fn, void *stream, voi
     (void)lms_note_launch(found > 0 ? LMS_LAUNCH_POINTERS : LMS_LAUNCH_NO_POINTER);
     if (found == 0)
         return LMS_OK;
-    lms_stream_t s;
-    lms_status_t st = LMS_OK;
+    lms_status_t st;
     const void *const *ptrs = (const void *const *)h.ptr;
     trace_access_pointers(ptrs, h.mode, found);
     if (graph_capturing(stream)) /* Note [Graph capture] in graph.c */
         st = graph_pin_pointers(stream, ptrs, found);
-    else if ((st = interpose_stream(stream, false, &s)) == LMS_OK) {
-        st = lms_access_pointers_modes(ptrs, h.mode, found, s);
-        if (st == LMS_ERR_INVALID && (st = interpose_stream(stream, true, &s)) == LMS_OK) /* stale */
-            st = lms_access_pointers_modes(ptrs, h.mode, found, s);
-    }
+    else
+        st = interpose_on_stream(stream, resident_hits, &(hits_found_t){&h, found});
     if (h.ptr != stack_ptr)
         base_meta_free(h.ptr);
     return st;

@@ -1,5 +1,6 @@
 /*
- * interpose/tensormap.c — see tensormap.h.
+ * interpose/tensormap.c — TMA descriptors: the tensor address each one the
+ * program encoded describes (internal.h).
  *
  * Note [Tensor maps]
  * A TMA descriptor is 128 bytes whose layout CUDA does not document: the
@@ -37,7 +38,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "interpose/tensormap.h"
+#include "interpose/internal.h"
 
 #define FIRST_ENTRIES 256
 #define MAX_ENTRIES ((size_t)1 << 16) /* 8.5 MiB of descriptors */

@@ -18,9 +18,7 @@
 
 #include "lms_torch.h"
 #include "base/base.h"
-#include "interpose/graph.h"
-#include "interpose/launch.h"
-#include "interpose/trace.h"
+#include "interpose/internal.h"
 
 /* ---- the preload, or not ----------------------------------------------------------- */
 
@@ -29,6 +27,8 @@ static void forbid_swapping_unless_hooked(void)
     if (interpose_hooks_live())
         return;
     lms_status_t st = lms_forbid_swapping();
+    if (st == LMS_OK)
+        interpose_start_again(); /* the configuration changed: Note [A failed start] */
     base_log(BASE_LOG_WARN,
              "loaded as a PyTorch allocator without LD_PRELOAD=liblms.so, lms cannot see what "
              "kernels touch, so it does not swap: LMS_DEVICE_LIMIT is a hard limit%s%s",
@@ -146,19 +146,26 @@ void lms_torch_init(int device_count)
 {
     (void)device_count;
     check_hooks();
-    if (lms_init() != LMS_OK)
+    if (interpose_start() != LMS_OK)
         base_log(BASE_LOG_WARN, "lms_torch_init: %s", lms_last_error());
 }
 
 void lms_torch_reset(void)
 {
-    if (lms_empty_cache() != LMS_OK)
+    lms_status_t st = interpose_start();
+    if (st == LMS_OK)
+        st = lms_empty_cache();
+    if (st != LMS_OK)
         base_log(BASE_LOG_WARN, "lms_torch_reset: %s", lms_last_error());
 }
 
 void lms_torch_memory_fraction(double fraction, int device)
 {
-    if (lms_device(device, "lms_torch_memory_fraction") && lms_set_device_fraction(fraction) != LMS_OK)
+    if (!lms_device(device, "lms_torch_memory_fraction"))
+        return;
+    if (lms_set_device_fraction(fraction) == LMS_OK)
+        interpose_start_again(); /* the configuration changed: Note [A failed start] */
+    else
         base_log(BASE_LOG_WARN, "lms_torch_memory_fraction(%g): %s", fraction, lms_last_error());
 }
 

@@ -1,5 +1,6 @@
 /*
- * interpose/trace.c — see trace.h.
+ * interpose/trace.c — LMS_TRACE_ACCESSES: the interposer's allocations,
+ * frees and accesses written as a trace for bench/simulate (internal.h).
  *
  * Note [Access trace]
  * With LMS_TRACE_ACCESSES=file, the interposer writes what the program
@@ -33,7 +34,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "interpose/trace.h"
+#include "interpose/internal.h"
 
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static int state; /* 0 not looked at yet, 1 off, 2 on (atomic) */

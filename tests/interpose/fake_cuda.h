@@ -112,6 +112,9 @@ fake_counts_t fake_counts(void);
 typedef CUresult (*fake_launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                    unsigned, unsigned, CUstream, void **, void **);
 fake_launch_fn fake_launch_kernel(void);
+/* From now on copies and memsets do not settle their stream: adopting it
+ * would start lms, which the start probe counts. */
+void fake_settle_off(void);
 /* Whether the calling thread's capture mode is the global one (CUDA's
  * default: what lms must leave it as). */
 int fake_thread_mode_is_global(void);
