@@ -73,6 +73,9 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "device backend: cuda when a device is present, else sim")                            \
     X(device, int, "0", "0..", "CUDA device ordinal")                                        \
     X(log, choice, "warn", "error|warn|info|debug", "messages printed on stderr")            \
+    X(device_checks, choice, "auto", "auto|handles|full",                                    \
+      "lms's checks of its own device calls: handles only (no lock on copies), or full "    \
+      "(every range and mapping); auto = full in Debug and sanitizer builds")               \
     X(sim_memory, size, "4GiB", NULL, "memory of the simulated device")                      \
     X(sim_granularity, size, "2MiB", NULL, "block size of the simulated device")            \
     X(sim_h2d_gbps, double, "0", "0..",                                                      \

@@ -1,5 +1,7 @@
 /*
  * device/check.c — the check layer: the outermost layer of every device stack.
+ * This file: memory, mappings and host ranges, teardown; check_work.c:
+ * streams, events, the work queued on them and the observer.
  * It validates every argument of every op and keeps enough bookkeeping that
  * misuse (a double unmap, a block released while mapped, a stream destroyed
  * or of another device, a copy outside the device's reservations) is a clean
@@ -11,31 +13,44 @@
  *   reservations  base, size, and per granule of VA the block mapped there;
  *   three tables  blocks, streams and events, of the objects the layer below
  *                 made. What the caller holds is a handle, never a pointer to
- *                 memory: see Note [Handles];
+ *                 memory: see Note [Handles] in handle.c;
  *   host ranges   registered with host_register;
  *   the observer  set_observer's: the layer below reports its own streams,
  *                 and the observer is told the handles that name them.
  * Invariant: the bookkeeping changes only after the layer below succeeded, so
  * a failure anywhere below leaves every object as it was.
  *
- * Lock: check.lock guards all of it. Ops that create, destroy, map or unmap
- * hold it across the call below (none of those waits for a stream, and no
- * host function takes this lock); ops that enqueue work or wait hold it only
- * to look their handles and ranges up, so a synchronize never blocks others.
- * The observer's calls come from the layer below (a sim worker, or a cuda op
- * in progress) and take the lock to find the handle, so set_observer must
- * not hold it across the call below, which waits for those calls.
+ * Note [Two levels of checking]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * Handles are always checked: a destroyed, foreign or made-up block, stream
+ * or event is LMS_ERR_INVALID in every build, and costs a lookup with no
+ * lock (Note [Handles]). So are the arguments that need no state (NULL, 0,
+ * alignment, wrapping). What needs the bookkeeping (a copy inside a
+ * reservation of this device, a map of a VA already mapped, an unmap or
+ * set_access of a VA not mapped, a block released while mapped) is checked
+ * only with full validation (check.full:
+ * dev_config_t.checks, LMS_DEVICE_CHECKS; on in Debug and sanitizer builds
+ * and in the test suites). Full validation must hold the lock across the
+ * call below, or two threads could both pass its check; on an H100 a map,
+ * unmap or set_access costs 30-40 us of driver time, which the lock would
+ * serialize across lms's threads. Without it, the bookkeeping that dev_close
+ * and dev_live need is still kept, under the lock taken after the call below
+ * has returned, and misuse that only the bookkeeping shows is the layer
+ * below's to reject (sim and cuda reject most of it, as the driver does).
  *
- * Note [Handles]
- * A block, stream or event handle is a 64-bit number (streams and events cast
- * to the opaque pointer types), laid out as
- *     [63..48 layer tag][47..46 kind][45..28 generation][27..0 slot + 1]
- * and is checked by lookup, never dereferenced: a destroyed object, a handle
- * of another device or another kind, or a made-up value is recognised as such.
- * A slot's generation grows on every release; a slot whose generation is used
- * up is retired rather than reused, so an old handle never becomes valid
- * again. The tag tells devices apart while both are open (it repeats after
- * 65535 opens, which matters only for a handle used after its device closed).
+ * Locks: check.lock guards the reservations, the host ranges, the blocks'
+ * map counts and the observer. Each handle table has a lock of its own for
+ * adding and removing (taken inside check.lock where both are held) and none
+ * for lookups. With full validation, ops that create, destroy, map or unmap
+ * hold check.lock across the call below (none of those waits for a stream,
+ * and no host function takes this lock); without it, only va_reserve,
+ * va_free, host_register and host_unregister do, which are rare and never
+ * on the swap path. Ops that enqueue work or wait take it only to look
+ * their ranges up, with full validation, so a synchronize never blocks
+ * others. The observer's calls come from the layer below (a sim worker, or
+ * a cuda op in progress) and take the lock to find the handle, so
+ * set_observer must not hold it across the call below, which waits for
+ * those calls.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,63 +58,11 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "device/layer.h"
-
-#define SLOT_BITS 28
-#define GENERATION_BITS 18
-#define GENERATION_RETIRED ((1u << GENERATION_BITS) - 1)
-#define NO_SLOT UINT32_MAX
-
-typedef enum kind { KIND_BLOCK = 1, KIND_STREAM, KIND_EVENT } kind_t;
-static const char *const kind_names[] = {"", "block", "stream", "event"};
-
-typedef struct slot {
-    uint64_t inner;      /* the object of the layer below */
-    uint32_t generation; /* of the handle naming this slot now (or next) */
-    uint32_t next_free;  /* free list link, NO_SLOT = end */
-    uint32_t maps;       /* blocks: VAs it is mapped at */
-    bool used;
-} slot_t;
-
-typedef struct table {
-    kind_t kind;
-    slot_t *slots;
-    size_t n, cap;
-    uint32_t free_head; /* NO_SLOT: none free */
-    size_t live;
-} table_t;
-
-typedef struct reservation {
-    dev_addr_t base;
-    size_t size;
-    dev_block_t *block; /* per granule: the handle of the block mapped there, 0 = none */
-} reservation_t;
-
-typedef struct host_range {
-    char *ptr;
-    size_t size;
-} host_range_t;
-
-typedef struct check {
-    dev_layer_t inner;
-    size_t granularity;
-    uint64_t tag; /* this layer's bits 48..63 of every handle; never 0 */
-    pthread_mutex_t lock;
-    reservation_t *res;
-    size_t nres, capres;
-    table_t blocks, streams, events;
-    size_t mapped_blocks; /* granules with a block mapped, over all reservations */
-    host_range_t *host;
-    size_t nhost, caphost;
-    dev_observer_t observer; /* the caller's, told of the handles; NULL: none */
-    void *observer_ctx;
-} check_t;
+#include "device/check.h"
 
 static atomic_uint next_tag;
 
-#define INNER(c, op, ...) ((c)->inner.ops->op((c)->inner.self, __VA_ARGS__))
-
-static lms_status_t invalid(const char *op, const char *why)
+lms_status_t check_invalid(const char *op, const char *why)
 {
     return base_fail(LMS_ERR_INVALID, "%s: %s", op, why);
 }
@@ -117,85 +80,16 @@ static bool grow(void **array, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-/* ---- handle tables (caller holds the lock) ----------------------------------- */
-
-static uint64_t handle_of(const check_t *c, const table_t *t, size_t slot)
-{
-    return c->tag | (uint64_t)t->kind << 46 |
-           (uint64_t)t->slots[slot].generation << SLOT_BITS | (slot + 1);
-}
-
-/* Stores inner in a free slot; *handle names it. */
-static lms_status_t table_add(check_t *c, table_t *t, uint64_t inner, uint64_t *handle)
-{
-    uint32_t i = t->free_head;
-    if (i != NO_SLOT) {
-        t->free_head = t->slots[i].next_free;
-    } else {
-        if (t->n + 1 >= (1u << SLOT_BITS) || !grow((void **)&t->slots, &t->cap, t->n + 1,
-                                                    sizeof *t->slots))
-            return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory to track another %s",
-                             kind_names[t->kind]);
-        i = (uint32_t)t->n++;
-        t->slots[i] = (slot_t){.next_free = NO_SLOT};
-    }
-    slot_t *s = &t->slots[i];
-    s->inner = inner;
-    s->maps = 0;
-    s->used = true;
-    t->live++;
-    *handle = handle_of(c, t, i);
-    return LMS_OK;
-}
-
-/* The slot handle names, or a failure that says why it names none. */
-static lms_status_t table_find(check_t *c, table_t *t, const char *op, uint64_t handle,
-                               slot_t **out)
-{
-    const char *what = kind_names[t->kind];
-    uint64_t slot = (handle & ((1ull << SLOT_BITS) - 1)) - 1;
-    if (handle == 0)
-        return base_fail(LMS_ERR_INVALID, "%s: the %s is NULL", op, what);
-    if ((handle & ~0ull << 48) != c->tag)
-        return base_fail(LMS_ERR_INVALID, "%s: the %s belongs to another device, or is no %s",
-                         op, what, what);
-    if ((handle >> 46 & 3) != t->kind)
-        return base_fail(LMS_ERR_INVALID, "%s: 0x%llx is a %s, not a %s", op,
-                         (unsigned long long)handle, kind_names[handle >> 46 & 3], what);
-    slot_t *s = slot < t->n ? &t->slots[slot] : NULL;
-    if (s == NULL || !s->used ||
-        s->generation != (handle >> SLOT_BITS & ((1u << GENERATION_BITS) - 1)))
-        return base_fail(LMS_ERR_INVALID, "%s: the %s 0x%llx was destroyed, or never existed", op,
-                         what, (unsigned long long)handle);
-    *out = s;
-    return LMS_OK;
-}
-
-static void table_remove(table_t *t, slot_t *s)
-{
-    s->used = false;
-    s->inner = 0;
-    t->live--;
-    if (++s->generation == GENERATION_RETIRED)
-        return; /* retired: its handles stay invalid for good */
-    s->next_free = t->free_head;
-    t->free_head = (uint32_t)(s - t->slots);
-}
-
 /* Looks up a stream or event handle and returns its inner object. */
-static lms_status_t lookup(check_t *c, table_t *t, const char *op, const void *handle, void **inner)
+lms_status_t check_lookup(handle_table_t *t, const char *op, const void *handle, void **inner)
 {
-    pthread_mutex_lock(&c->lock);
-    slot_t *s;
-    lms_status_t st = table_find(c, t, op, (uint64_t)(uintptr_t)handle, &s);
+    handle_slot_t *s;
+    lms_status_t st = handle_find(t, op, (uint64_t)(uintptr_t)handle, &s);
     if (st == LMS_OK)
-        *inner = (void *)(uintptr_t)s->inner;
-    pthread_mutex_unlock(&c->lock);
+        *inner = (void *)(uintptr_t)atomic_load_explicit(&s->inner, memory_order_relaxed);
     return st;
 }
 
-#define STREAM(c, op, s, out) lookup((c), &(c)->streams, (op), (s), (void **)(out))
-#define EVENT(c, op, e, out) lookup((c), &(c)->events, (op), (e), (void **)(out))
 
 /* ---- ranges ---------------------------------------------------------------- */
 
@@ -210,35 +104,54 @@ static reservation_t *find_reservation(check_t *c, dev_addr_t va, size_t size)
     return NULL;
 }
 
-/* Checks that [va, va+size) is a nonzero, aligned run of granules inside one
- * reservation; on success *r and *first name it. Caller holds the lock. */
-static lms_status_t check_run(check_t *c, const char *op, dev_addr_t va, size_t size,
-                              reservation_t **r, size_t *first)
+/* Checks that [va, va+size) is a nonzero, aligned run of granules: what
+ * needs no bookkeeping. */
+static lms_status_t check_aligned(check_t *c, const char *op, dev_addr_t va, size_t size)
 {
     if (size == 0)
-        return invalid(op, "size is 0");
+        return check_invalid(op, "size is 0");
     if (va % c->granularity != 0 || size % c->granularity != 0)
         return base_fail(LMS_ERR_INVALID,
                          "%s: address 0x%llx and size %zu must be multiples of the granularity %zu",
                          op, (unsigned long long)va, size, c->granularity);
-    *r = find_reservation(c, va, size);
-    if (*r == NULL)
-        return base_fail(LMS_ERR_INVALID,
-                         "%s: [0x%llx, +%zu) is not inside one reservation of this device", op,
-                         (unsigned long long)va, size);
-    *first = (size_t)(va - (*r)->base) / c->granularity;
     return LMS_OK;
 }
 
-/* A device range [addr, addr+n) for a copy or kernel: nonzero and inside a
- * reservation of this device. */
-static lms_status_t check_device_range(check_t *c, const char *op, dev_addr_t addr, size_t n)
+/* The reservation holding the aligned run [va, va+size) in *r, and the index
+ * of its first granule in *first; false if none holds it. Caller holds the lock. */
+static bool find_run(check_t *c, dev_addr_t va, size_t size, reservation_t **r, size_t *first)
+{
+    *r = find_reservation(c, va, size);
+    if (*r == NULL)
+        return false;
+    *first = (size_t)(va - (*r)->base) / c->granularity;
+    return true;
+}
+
+/* check_aligned, and inside one reservation; on success *r and *first name
+ * it. Caller holds the lock. */
+static lms_status_t check_run(check_t *c, const char *op, dev_addr_t va, size_t size,
+                              reservation_t **r, size_t *first)
+{
+    lms_status_t st = check_aligned(c, op, va, size);
+    if (st == LMS_OK && !find_run(c, va, size, r, first))
+        st = base_fail(LMS_ERR_INVALID,
+                       "%s: [0x%llx, +%zu) is not inside one reservation of this device", op,
+                       (unsigned long long)va, size);
+    return st;
+}
+
+/* A device range [addr, addr+n) for a copy or kernel: nonzero, and, with
+ * full validation, inside a reservation of this device. */
+lms_status_t check_device_range(check_t *c, const char *op, dev_addr_t addr, size_t n)
 {
     if (n == 0)
-        return invalid(op, "size is 0");
+        return check_invalid(op, "size is 0");
     if (addr == 0 || addr + n < addr)
         return base_fail(LMS_ERR_INVALID, "%s: bad device range [0x%llx, +%zu)", op,
                          (unsigned long long)addr, n);
+    if (!c->full)
+        return LMS_OK;
     pthread_mutex_lock(&c->lock);
     bool inside = find_reservation(c, addr, n) != NULL;
     pthread_mutex_unlock(&c->lock);
@@ -249,12 +162,12 @@ static lms_status_t check_device_range(check_t *c, const char *op, dev_addr_t ad
     return LMS_OK;
 }
 
-static lms_status_t check_host_range(const char *op, const void *p, size_t n)
+lms_status_t check_host_range(const char *op, const void *p, size_t n)
 {
     if (p == NULL)
-        return invalid(op, "host pointer is NULL");
+        return check_invalid(op, "host pointer is NULL");
     if ((uintptr_t)p + n < (uintptr_t)p)
-        return invalid(op, "host range wraps around");
+        return check_invalid(op, "host range wraps around");
     return LMS_OK;
 }
 
@@ -264,7 +177,7 @@ static lms_status_t check_mem_info(void *self, size_t *free_bytes, size_t *total
 {
     check_t *c = self;
     if (free_bytes == NULL || total_bytes == NULL)
-        return invalid("mem_info", "NULL output");
+        return check_invalid("mem_info", "NULL output");
     return INNER(c, mem_info, free_bytes, total_bytes);
 }
 
@@ -272,7 +185,7 @@ static lms_status_t check_va_reserve(void *self, size_t size, dev_addr_t *base)
 {
     check_t *c = self;
     if (base == NULL)
-        return invalid("va_reserve", "NULL output");
+        return check_invalid("va_reserve", "NULL output");
     if (size == 0 || size % c->granularity != 0)
         return base_fail(LMS_ERR_INVALID,
                          "va_reserve: size %zu must be a nonzero multiple of the granularity %zu",
@@ -340,14 +253,12 @@ static lms_status_t check_block_create(void *self, dev_block_t *block)
 {
     check_t *c = self;
     if (block == NULL)
-        return invalid("block_create", "NULL output");
+        return check_invalid("block_create", "NULL output");
     dev_block_t inner;
     lms_status_t st = INNER(c, block_create, &inner);
     if (st != LMS_OK)
         return st;
-    pthread_mutex_lock(&c->lock);
-    st = table_add(c, &c->blocks, inner, block);
-    pthread_mutex_unlock(&c->lock);
+    st = handle_add(&c->blocks, inner, block);
     if (st != LMS_OK)
         INNER(c, block_release, inner);
     return st;
@@ -356,40 +267,84 @@ static lms_status_t check_block_create(void *self, dev_block_t *block)
 static lms_status_t check_block_release(void *self, dev_block_t block)
 {
     check_t *c = self;
+    handle_slot_t *b;
+    if (!c->full) {
+        lms_status_t st = handle_find(&c->blocks, "block_release", block, &b);
+        if (st == LMS_OK)
+            st = INNER(c, block_release, atomic_load_explicit(&b->inner, memory_order_relaxed));
+        if (st == LMS_OK)
+            handle_remove(&c->blocks, b);
+        return st;
+    }
     pthread_mutex_lock(&c->lock);
-    slot_t *b;
-    lms_status_t st = table_find(c, &c->blocks, "block_release", block, &b);
+    lms_status_t st = handle_find(&c->blocks, "block_release", block, &b);
     if (st == LMS_OK && b->maps != 0)
         st = base_fail(LMS_ERR_INVALID, "block_release: the block is still mapped at %u VAs",
                        b->maps);
     if (st == LMS_OK)
-        st = INNER(c, block_release, b->inner);
+        st = INNER(c, block_release, atomic_load_explicit(&b->inner, memory_order_relaxed));
     if (st == LMS_OK)
-        table_remove(&c->blocks, b);
+        handle_remove(&c->blocks, b);
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+/* The bookkeeping of a map the layer below has made: block (whose slot is
+ * b) at granule g of r. Caller holds the lock. */
+static void record_map(check_t *c, reservation_t *r, size_t g, dev_block_t block,
+                       handle_slot_t *b)
+{
+    r->block[g] = block;
+    b->maps++;
+    c->mapped_blocks++;
+}
+
+/* The bookkeeping of an unmap the layer below has made: granules first ..
+ * first+n-1 of r. Caller holds the lock. */
+static void record_unmap(check_t *c, reservation_t *r, size_t first, size_t n)
+{
+    for (size_t g = first; g < first + n; g++) {
+        handle_slot_t *b;
+        if (r->block[g] == 0)
+            continue; /* not mapped: without full validation, the layer below let it pass */
+        /* Not found only when, without full validation, the block was released
+         * while mapped: it counts no mapping any more. */
+        if (handle_find(&c->blocks, "unmap", r->block[g], &b) == LMS_OK)
+            b->maps--;
+        r->block[g] = 0;
+        c->mapped_blocks--;
+    }
 }
 
 static lms_status_t check_map(void *self, dev_addr_t va, dev_block_t block)
 {
     check_t *c = self;
-    pthread_mutex_lock(&c->lock);
     reservation_t *r;
     size_t g;
-    slot_t *b;
-    lms_status_t st = check_run(c, "map", va, c->granularity, &r, &g);
+    handle_slot_t *b;
+    lms_status_t st;
+    if (!c->full) {
+        if ((st = check_aligned(c, "map", va, c->granularity)) != LMS_OK ||
+            (st = handle_find(&c->blocks, "map", block, &b)) != LMS_OK ||
+            (st = INNER(c, map, va, atomic_load_explicit(&b->inner, memory_order_relaxed))) != LMS_OK)
+            return st;
+        pthread_mutex_lock(&c->lock);
+        if (find_run(c, va, c->granularity, &r, &g) && r->block[g] == 0)
+            record_map(c, r, g, block, b);
+        pthread_mutex_unlock(&c->lock);
+        return LMS_OK;
+    }
+    pthread_mutex_lock(&c->lock);
+    st = check_run(c, "map", va, c->granularity, &r, &g);
     if (st == LMS_OK)
-        st = table_find(c, &c->blocks, "map", block, &b);
+        st = handle_find(&c->blocks, "map", block, &b);
     if (st == LMS_OK && r->block[g] != 0)
         st = base_fail(LMS_ERR_INVALID, "map: 0x%llx is already mapped; unmap it first",
                        (unsigned long long)va);
     if (st == LMS_OK)
-        st = INNER(c, map, va, b->inner);
-    if (st == LMS_OK) {
-        r->block[g] = block;
-        b->maps++;
-        c->mapped_blocks++;
-    }
+        st = INNER(c, map, va, atomic_load_explicit(&b->inner, memory_order_relaxed));
+    if (st == LMS_OK)
+        record_map(c, r, g, block, b);
     pthread_mutex_unlock(&c->lock);
     return st;
 }
@@ -410,6 +365,10 @@ static lms_status_t check_mapped_run(check_t *c, const char *op, dev_addr_t va, 
 static lms_status_t check_set_access(void *self, dev_addr_t va, size_t size)
 {
     check_t *c = self;
+    if (!c->full) {
+        lms_status_t st = check_aligned(c, "set_access", va, size);
+        return st != LMS_OK ? st : INNER(c, set_access, va, size);
+    }
     pthread_mutex_lock(&c->lock);
     reservation_t *r;
     size_t first;
@@ -423,19 +382,25 @@ static lms_status_t check_set_access(void *self, dev_addr_t va, size_t size)
 static lms_status_t check_unmap(void *self, dev_addr_t va, size_t size)
 {
     check_t *c = self;
-    pthread_mutex_lock(&c->lock);
     reservation_t *r;
     size_t first;
-    lms_status_t st = check_mapped_run(c, "unmap", va, size, &r, &first);
+    lms_status_t st;
+    if (!c->full) {
+        if ((st = check_aligned(c, "unmap", va, size)) != LMS_OK ||
+            (st = INNER(c, unmap, va, size)) != LMS_OK)
+            return st;
+        pthread_mutex_lock(&c->lock);
+        if (find_run(c, va, size, &r, &first))
+            record_unmap(c, r, first, size / c->granularity);
+        pthread_mutex_unlock(&c->lock);
+        return LMS_OK;
+    }
+    pthread_mutex_lock(&c->lock);
+    st = check_mapped_run(c, "unmap", va, size, &r, &first);
     if (st == LMS_OK)
         st = INNER(c, unmap, va, size);
-    for (size_t g = first; st == LMS_OK && g < first + size / c->granularity; g++) {
-        slot_t *b;
-        if (table_find(c, &c->blocks, "unmap", r->block[g], &b) == LMS_OK)
-            b->maps--; /* always found: a mapped block cannot be released */
-        r->block[g] = 0;
-        c->mapped_blocks--;
-    }
+    if (st == LMS_OK)
+        record_unmap(c, r, first, size / c->granularity);
     pthread_mutex_unlock(&c->lock);
     return st;
 }
@@ -445,7 +410,7 @@ static lms_status_t check_host_register(void *self, void *ptr, size_t size)
     check_t *c = self;
     lms_status_t st = check_host_range("host_register", ptr, size);
     if (st == LMS_OK && size == 0)
-        st = invalid("host_register", "size is 0");
+        st = check_invalid("host_register", "size is 0");
     if (st != LMS_OK)
         return st;
     char *p = ptr;
@@ -493,311 +458,6 @@ out:
     return st;
 }
 
-/* ---- streams and events ------------------------------------------------------ */
-
-/* Registers a stream or event the layer below just made; destroys it again if
- * the table cannot take it. */
-static lms_status_t add_object(check_t *c, table_t *t, void *inner, uint64_t *handle)
-{
-    pthread_mutex_lock(&c->lock);
-    lms_status_t st = table_add(c, t, (uint64_t)(uintptr_t)inner, handle);
-    pthread_mutex_unlock(&c->lock);
-    if (st != LMS_OK && t->kind == KIND_STREAM)
-        INNER(c, stream_destroy, inner);
-    else if (st != LMS_OK)
-        INNER(c, event_destroy, inner);
-    return st;
-}
-
-/* Destroys the stream or event handle names (the layer below's destroy does
- * not block, so the lock is held across it). */
-static lms_status_t destroy_object(check_t *c, table_t *t, const char *op, const void *handle)
-{
-    pthread_mutex_lock(&c->lock);
-    slot_t *s;
-    lms_status_t st = table_find(c, t, op, (uint64_t)(uintptr_t)handle, &s);
-    if (st == LMS_OK)
-        st = t->kind == KIND_STREAM ? INNER(c, stream_destroy, (dev_stream_t *)(uintptr_t)s->inner)
-                                    : INNER(c, event_destroy, (dev_event_t *)(uintptr_t)s->inner);
-    if (st == LMS_OK)
-        table_remove(t, s);
-    pthread_mutex_unlock(&c->lock);
-    return st;
-}
-
-/* Hands out the stream the layer below just made (st: how that went). */
-static lms_status_t add_stream(check_t *c, lms_status_t st, dev_stream_t *inner, dev_stream_t **out)
-{
-    uint64_t handle;
-    if (st == LMS_OK)
-        st = add_object(c, &c->streams, inner, &handle);
-    if (st == LMS_OK)
-        *out = (dev_stream_t *)(uintptr_t)handle;
-    return st;
-}
-
-static lms_status_t check_stream_create(void *self, dev_priority_t priority, dev_stream_t **out)
-{
-    check_t *c = self;
-    if (out == NULL)
-        return invalid("stream_create", "NULL output");
-    if (priority != DEV_PRIORITY_NORMAL && priority != DEV_PRIORITY_HIGH)
-        return invalid("stream_create", "unknown priority");
-    dev_stream_t *inner = NULL;
-    lms_status_t st = INNER(c, stream_create, priority, &inner);
-    return add_stream(c, st, inner, out);
-}
-
-static lms_status_t check_stream_adopt(void *self, uint64_t native, dev_stream_t **out)
-{
-    check_t *c = self;
-    if (out == NULL)
-        return invalid("stream_adopt", "NULL output");
-    if (native == 0)
-        return invalid("stream_adopt", "native stream 0 (the legacy default stream is 0x1)");
-    dev_stream_t *inner = NULL;
-    lms_status_t st = INNER(c, stream_adopt, native, &inner);
-    return add_stream(c, st, inner, out);
-}
-
-static lms_status_t check_stream_destroy(void *self, dev_stream_t *stream)
-{
-    return destroy_object(self, &((check_t *)self)->streams, "stream_destroy", stream);
-}
-
-static lms_status_t check_stream_synchronize(void *self, dev_stream_t *stream)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "stream_synchronize", stream, &s);
-    return st != LMS_OK ? st : INNER(c, stream_synchronize, s);
-}
-
-static lms_status_t check_event_create(void *self, dev_event_t **out)
-{
-    check_t *c = self;
-    if (out == NULL)
-        return invalid("event_create", "NULL output");
-    dev_event_t *inner;
-    uint64_t handle;
-    lms_status_t st = INNER(c, event_create, &inner);
-    if (st == LMS_OK)
-        st = add_object(c, &c->events, inner, &handle);
-    if (st == LMS_OK)
-        *out = (dev_event_t *)(uintptr_t)handle;
-    return st;
-}
-
-static lms_status_t check_event_destroy(void *self, dev_event_t *event)
-{
-    return destroy_object(self, &((check_t *)self)->events, "event_destroy", event);
-}
-
-static lms_status_t check_event_record(void *self, dev_event_t *event, dev_stream_t *stream)
-{
-    check_t *c = self;
-    dev_event_t *e;
-    dev_stream_t *s;
-    lms_status_t st = EVENT(c, "event_record", event, &e);
-    if (st == LMS_OK)
-        st = STREAM(c, "event_record", stream, &s);
-    return st != LMS_OK ? st : INNER(c, event_record, e, s);
-}
-
-static lms_status_t check_event_query(void *self, dev_event_t *event)
-{
-    check_t *c = self;
-    dev_event_t *e;
-    lms_status_t st = EVENT(c, "event_query", event, &e);
-    return st != LMS_OK ? st : INNER(c, event_query, e);
-}
-
-static lms_status_t check_event_synchronize(void *self, dev_event_t *event)
-{
-    check_t *c = self;
-    dev_event_t *e;
-    lms_status_t st = EVENT(c, "event_synchronize", event, &e);
-    return st != LMS_OK ? st : INNER(c, event_synchronize, e);
-}
-
-static lms_status_t check_stream_wait_event(void *self, dev_stream_t *stream, dev_event_t *event)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    dev_event_t *e;
-    lms_status_t st = STREAM(c, "stream_wait_event", stream, &s);
-    if (st == LMS_OK)
-        st = EVENT(c, "stream_wait_event", event, &e);
-    return st != LMS_OK ? st : INNER(c, stream_wait_event, s, e);
-}
-
-/* ---- work on streams ----------------------------------------------------------- */
-
-static lms_status_t check_copy_h2d(void *self, dev_stream_t *stream, dev_addr_t dst,
-                                   const void *src, size_t n)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "copy_h2d", stream, &s);
-    if (st == LMS_OK)
-        st = check_device_range(c, "copy_h2d", dst, n);
-    if (st == LMS_OK)
-        st = check_host_range("copy_h2d", src, n);
-    return st != LMS_OK ? st : INNER(c, copy_h2d, s, dst, src, n);
-}
-
-static lms_status_t check_copy_d2h(void *self, dev_stream_t *stream, void *dst, dev_addr_t src,
-                                   size_t n)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "copy_d2h", stream, &s);
-    if (st == LMS_OK)
-        st = check_device_range(c, "copy_d2h", src, n);
-    if (st == LMS_OK)
-        st = check_host_range("copy_d2h", dst, n);
-    return st != LMS_OK ? st : INNER(c, copy_d2h, s, dst, src, n);
-}
-
-static lms_status_t check_copy_d2d(void *self, dev_stream_t *stream, dev_addr_t dst,
-                                   dev_addr_t src, size_t n)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "copy_d2d", stream, &s);
-    if (st == LMS_OK)
-        st = check_device_range(c, "copy_d2d", dst, n);
-    if (st == LMS_OK)
-        st = check_device_range(c, "copy_d2d", src, n);
-    return st != LMS_OK ? st : INNER(c, copy_d2d, s, dst, src, n);
-}
-
-static lms_status_t check_host_func(void *self, dev_stream_t *stream, dev_host_fn_t fn, void *arg)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "host_func", stream, &s);
-    if (st == LMS_OK && fn == NULL)
-        st = invalid("host_func", "function is NULL");
-    return st != LMS_OK ? st : INNER(c, host_func, s, fn, arg);
-}
-
-static lms_status_t check_fill(void *self, dev_stream_t *stream, dev_addr_t dst, size_t n,
-                               uint64_t seed)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "fill", stream, &s);
-    if (st == LMS_OK)
-        st = check_device_range(c, "fill", dst, n);
-    return st != LMS_OK ? st : INNER(c, fill, s, dst, n, seed);
-}
-
-static lms_status_t check_checksum(void *self, dev_stream_t *stream, dev_addr_t src, size_t n,
-                                   uint64_t *out)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "checksum", stream, &s);
-    if (st == LMS_OK)
-        st = check_device_range(c, "checksum", src, n);
-    if (st == LMS_OK && out == NULL)
-        st = invalid("checksum", "NULL output");
-    return st != LMS_OK ? st : INNER(c, checksum, s, src, n, out);
-}
-
-static lms_status_t check_axpy(void *self, dev_stream_t *stream, size_t n, float a, dev_addr_t x,
-                               dev_addr_t y)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "axpy", stream, &s);
-    if (st == LMS_OK && (n > SIZE_MAX / sizeof(float) || x % sizeof(float) || y % sizeof(float)))
-        st = invalid("axpy", "x and y must be float-aligned and n * 4 must not overflow");
-    if (st == LMS_OK)
-        st = check_device_range(c, "axpy", x, n * sizeof(float));
-    if (st == LMS_OK)
-        st = check_device_range(c, "axpy", y, n * sizeof(float));
-    return st != LMS_OK ? st : INNER(c, axpy, s, n, a, x, y);
-}
-
-static lms_status_t check_kernel(void *self, dev_stream_t *stream, const dev_kernel_args_t *a)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    dev_operand_t ops[DEV_KERNEL_OPERANDS];
-    size_t n = 0;
-    lms_status_t st = STREAM(c, "kernel", stream, &s);
-    if (st == LMS_OK)
-        st = dev_kernel_operands(a, ops, &n);
-    for (size_t i = 0; st == LMS_OK && i < n; i++)
-        st = check_device_range(c, dev_kernel_name(a->kernel), ops[i].addr, ops[i].bytes);
-    return st != LMS_OK ? st : INNER(c, kernel, s, a);
-}
-
-/* ---- the observer ------------------------------------------------------------- */
-
-/* What the layer below reports names its own stream: the caller is told the
- * handle of it (NULL if the stream is gone from the table: destroyed while
- * its last work ran). A stream slot is looked up by a scan: an observer is
- * for tracing, and a process has few streams. */
-static void check_observe(void *ctx, const dev_work_t *inner)
-{
-    check_t *c = ctx;
-    dev_work_t work = *inner;
-    work.stream = NULL;
-    pthread_mutex_lock(&c->lock);
-    dev_observer_t fn = c->observer;
-    void *fn_ctx = c->observer_ctx;
-    for (size_t i = 0; i < c->streams.n; i++)
-        if (c->streams.slots[i].used &&
-            c->streams.slots[i].inner == (uint64_t)(uintptr_t)inner->stream) {
-            work.stream = (dev_stream_t *)(uintptr_t)handle_of(c, &c->streams, i);
-            break;
-        }
-    pthread_mutex_unlock(&c->lock);
-    if (fn != NULL)
-        fn(fn_ctx, &work);
-}
-
-/* The caller's observer is stored first (calls in progress pick it up under
- * the lock), then the layer below is told: setting it again there waits for
- * the calls of the old one in progress, which keeps set_observer's promise. */
-static lms_status_t check_set_observer(void *self, dev_observer_t fn, void *ctx)
-{
-    check_t *c = self;
-    pthread_mutex_lock(&c->lock);
-    dev_observer_t old = c->observer;
-    void *old_ctx = c->observer_ctx;
-    pthread_mutex_unlock(&c->lock);
-    void *inner_ctx = fn != NULL ? (void *)c : NULL;
-    dev_observer_t inner = fn != NULL ? check_observe : NULL;
-    if (old != NULL) {
-        /* The layer below reports the old observer's last work (cuda waits
-         * for it) through check_observe while it still finds the old one. */
-        lms_status_t st = INNER(c, set_observer, inner, inner_ctx);
-        if (st == LMS_OK) {
-            pthread_mutex_lock(&c->lock);
-            c->observer = fn;
-            c->observer_ctx = fn != NULL ? ctx : NULL;
-            pthread_mutex_unlock(&c->lock);
-        }
-        return st;
-    }
-    pthread_mutex_lock(&c->lock);
-    c->observer = fn;
-    c->observer_ctx = fn != NULL ? ctx : NULL;
-    pthread_mutex_unlock(&c->lock);
-    lms_status_t st = INNER(c, set_observer, inner, inner_ctx);
-    if (st != LMS_OK) {
-        pthread_mutex_lock(&c->lock);
-        c->observer = old;
-        c->observer_ctx = old_ctx;
-        pthread_mutex_unlock(&c->lock);
-    }
-    return st;
-}
-
 /* ---- teardown ---------------------------------------------------------------- */
 
 void dev_check_live(void *self, dev_live_t *out)
@@ -806,11 +466,11 @@ void dev_check_live(void *self, dev_live_t *out)
     pthread_mutex_lock(&c->lock);
     *out = (dev_live_t){
         .reservations = c->nres,
-        .blocks = c->blocks.live,
+        .blocks = handle_live(&c->blocks),
         .mapped_blocks = c->mapped_blocks,
         .host_ranges = c->nhost,
-        .streams = c->streams.live,
-        .events = c->events.live,
+        .streams = handle_live(&c->streams),
+        .events = handle_live(&c->events),
     };
     pthread_mutex_unlock(&c->lock);
 }
@@ -829,15 +489,16 @@ void dev_check_destroy_all(void *self)
 {
     check_t *c = self;
     pthread_mutex_lock(&c->lock);
-    for (size_t i = 0; i < c->streams.n; i++)
-        if (c->streams.slots[i].used) {
-            log_teardown(INNER(c, stream_destroy, (dev_stream_t *)(uintptr_t)c->streams.slots[i].inner));
-            table_remove(&c->streams, &c->streams.slots[i]);
+    handle_slot_t *s;
+    for (uint32_t i = 0; i < handle_count(&c->streams); i++)
+        if (handle_used(s = handle_slot_at(&c->streams, i))) {
+            log_teardown(INNER(c, stream_destroy, (dev_stream_t *)(uintptr_t)s->inner));
+            handle_remove(&c->streams, s);
         }
-    for (size_t i = 0; i < c->events.n; i++)
-        if (c->events.slots[i].used) {
-            log_teardown(INNER(c, event_destroy, (dev_event_t *)(uintptr_t)c->events.slots[i].inner));
-            table_remove(&c->events, &c->events.slots[i]);
+    for (uint32_t i = 0; i < handle_count(&c->events); i++)
+        if (handle_used(s = handle_slot_at(&c->events, i))) {
+            log_teardown(INNER(c, event_destroy, (dev_event_t *)(uintptr_t)s->inner));
+            handle_remove(&c->events, s);
         }
     for (; c->nres > 0; c->nres--) {
         reservation_t *r = &c->res[c->nres - 1];
@@ -848,10 +509,10 @@ void dev_check_destroy_all(void *self)
         base_meta_free(r->block);
     }
     c->mapped_blocks = 0;
-    for (size_t i = 0; i < c->blocks.n; i++)
-        if (c->blocks.slots[i].used) {
-            log_teardown(INNER(c, block_release, c->blocks.slots[i].inner));
-            table_remove(&c->blocks, &c->blocks.slots[i]);
+    for (uint32_t i = 0; i < handle_count(&c->blocks); i++)
+        if (handle_used(s = handle_slot_at(&c->blocks, i))) {
+            log_teardown(INNER(c, block_release, s->inner));
+            handle_remove(&c->blocks, s);
         }
     for (; c->nhost > 0; c->nhost--)
         log_teardown(INNER(c, host_unregister, c->host[c->nhost - 1].ptr));
@@ -863,9 +524,9 @@ static void check_close(void *self)
     check_t *c = self;
     c->inner.ops->close(c->inner.self);
     base_meta_free(c->res);
-    base_meta_free(c->blocks.slots);
-    base_meta_free(c->streams.slots);
-    base_meta_free(c->events.slots);
+    handle_table_free(&c->blocks);
+    handle_table_free(&c->streams);
+    handle_table_free(&c->events);
     base_meta_free(c->host);
     pthread_mutex_destroy(&c->lock);
     base_meta_free(c);
@@ -905,17 +566,18 @@ static const dev_ops_t check_ops = {
     .set_observer = check_set_observer,
 };
 
-lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, dev_layer_t *out)
+lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, bool full, dev_layer_t *out)
 {
     check_t *c = base_meta_calloc(1, sizeof *c);
     if (c == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "dev_open: no host memory for the check layer");
     c->inner = inner;
     c->granularity = info->granularity;
-    c->tag = (uint64_t)(atomic_fetch_add(&next_tag, 1) % 0xffff + 1) << 48;
-    c->blocks = (table_t){.kind = KIND_BLOCK, .free_head = NO_SLOT};
-    c->streams = (table_t){.kind = KIND_STREAM, .free_head = NO_SLOT};
-    c->events = (table_t){.kind = KIND_EVENT, .free_head = NO_SLOT};
+    c->full = full;
+    uint64_t tag = (uint64_t)(atomic_fetch_add(&next_tag, 1) % 0xffff + 1) << 48;
+    handle_table_init(&c->blocks, HANDLE_BLOCK, tag);
+    handle_table_init(&c->streams, HANDLE_STREAM, tag);
+    handle_table_init(&c->events, HANDLE_EVENT, tag);
     pthread_mutex_init(&c->lock, NULL);
     *out = (dev_layer_t){&check_ops, c};
     return LMS_OK;

@@ -39,6 +39,27 @@ void dev_config_from_options(dev_config_t *cfg)
     };
 }
 
+/* Whether the check layer validates fully (Note [Two levels of checking] in
+ * check.c): as asked, else as LMS_DEVICE_CHECKS says, whose auto follows the
+ * build (LMS_DEVICE_CHECKS_FULL: Debug and sanitizer builds). */
+#ifdef LMS_DEVICE_CHECKS_FULL
+static const bool full_checks_by_default = true;
+#else
+static const bool full_checks_by_default = false;
+#endif
+
+static bool full_checks(dev_checks_t asked)
+{
+    if (asked != DEV_CHECKS_DEFAULT)
+        return asked == DEV_CHECKS_FULL;
+    const char *option = base_options()->device_checks;
+    if (strcmp(option, "full") == 0)
+        return true;
+    if (strcmp(option, "handles") == 0)
+        return false;
+    return full_checks_by_default;
+}
+
 static lms_status_t open_backend(const dev_config_t *cfg, dev_layer_t *out, dev_info_t *info)
 {
     const char *b = cfg->backend ? cfg->backend : "auto";
@@ -79,7 +100,7 @@ lms_status_t dev_open(const dev_config_t *cfg, dev_device_t **out)
         layer = fault;
     }
     dev_layer_t check;
-    st = dev_check_open(layer, &dev->info, &check);
+    st = dev_check_open(layer, &dev->info, full_checks(cfg->checks), &check);
     if (st != LMS_OK)
         goto fail_layer;
     dev->ops = check.ops;

@@ -8,9 +8,12 @@
  *         Note [Sim semantics] in sim.c.
  * and two layers that wrap any backend with the same table (composition, as
  * RMM wraps resources):
- *   check  validates every argument and keeps the bookkeeping that makes bad
- *          input (double unmap, a stream of another device, ...) a clean
- *          LMS_ERR_INVALID on every backend; always the outermost layer.
+ *   check  checks every handle (a destroyed stream, one of another device,
+ *          ...: a clean LMS_ERR_INVALID on every backend) and keeps the
+ *          bookkeeping that dev_close and dev_live need; with full
+ *          validation (dev_checks_t) it also checks every range and mapping
+ *          against it (a double unmap, a copy outside the reservations, ...);
+ *          always the outermost layer.
  *   fault  fails chosen calls ("the Nth call of op X", or at random with a
  *          probability and a seed), for error-path tests; optional.
  * dev_open() builds the stack  check -> [fault ->] sim|cuda.
@@ -248,6 +251,13 @@ const char *dev_op_name(dev_op_t op);
 
 /* ---- opening a device --------------------------------------------------- */
 
+/* The check layer's two levels (Note [Two levels of checking] in check.c). */
+typedef enum dev_checks {
+    DEV_CHECKS_DEFAULT, /* LMS_DEVICE_CHECKS: auto is full in Debug and sanitizer builds */
+    DEV_CHECKS_HANDLES, /* handles and stateless arguments only; no lock on copies */
+    DEV_CHECKS_FULL,    /* also every range and mapping against the bookkeeping */
+} dev_checks_t;
+
 typedef struct dev_config {
     const char *backend;    /* "auto" (cuda if a device is present, else sim), "cuda", "sim" */
     int ordinal;            /* CUDA device ordinal */
@@ -258,6 +268,8 @@ typedef struct dev_config {
     double sim_vmm_us_per_mib; /* sim: host time of an unmap or a set_access, us per MiB,
                                   paid one call at a time (as the cuda driver serializes
                                   them); 0 = none */
+    dev_checks_t checks;    /* how much the check layer checks (DEV_CHECKS_DEFAULT:
+                               LMS_DEVICE_CHECKS) */
     bool fault_injection;   /* put the fault layer into the stack */
     const struct dev_fault_plan *fault_plan; /* with fault_injection: the plan in force from
                                                 open on, before anything calls the device

@@ -19,7 +19,9 @@ lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info);
 /* Wrappers: take ownership of inner (closing it on their close), and on
  * failure leave inner open and untouched. */
 lms_status_t dev_fault_open(dev_layer_t inner, dev_layer_t *out, struct dev_fault **fault);
-lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, dev_layer_t *out);
+/* full: the check layer's full validation (Note [Two levels of checking] in check.c). */
+lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, bool full,
+                            dev_layer_t *out);
 
 /* The check layer's teardown and counters (check.c), for dev_close / dev_live. */
 void dev_check_destroy_all(void *check_self);

@@ -914,3 +914,112 @@ Test(device, close_releases_what_is_still_alive)
     dev_close(d);
     cr_assert_eq(atomic_load(&f.value), 1, "queued work ran before the device closed");
 }
+
+/* ---- the two levels of checking (Note [Two levels of checking] in check.c) ---- */
+
+static dev_device_t *open_checking(dev_checks_t checks)
+{
+    dev_config_t cfg = test_config();
+    cfg.checks = checks;
+    return test_open(&cfg);
+}
+
+Test(device, the_handle_check_alone_rejects_destroyed_foreign_and_made_up_handles)
+{
+    dev_device_t *d = open_checking(DEV_CHECKS_HANDLES);
+    dev_stream_t *s, *alive;
+    dev_event_t *e;
+    dev_block_t b;
+    TEST_OK(dev_stream_create(d, DEV_PRIORITY_NORMAL, &s));
+    TEST_OK(dev_stream_create(d, DEV_PRIORITY_NORMAL, &alive));
+    TEST_OK(dev_event_create(d, &e));
+    TEST_OK(dev_block_create(d, &b));
+    test_run_t run = test_run_map(d, 1);
+    char host[64] = {0};
+    TEST_OK(dev_copy_h2d(d, alive, run.base, host, sizeof host));
+    TEST_OK(dev_stream_destroy(d, s));
+    TEST_OK(dev_event_destroy(d, e));
+    TEST_OK(dev_block_release(d, b));
+
+    /* destroyed: on the copy path too, which takes no lock */
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(d, s, run.base, host, sizeof host));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_d2h(d, s, host, run.base, sizeof host));
+    TEST_FAILS(LMS_ERR_INVALID, dev_event_record(d, e, alive));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_wait_event(d, alive, e));
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(d, b));
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(d, run.base + run.size, b));
+    /* made up, of another kind, of another device */
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(d, (dev_stream_t *)(uintptr_t)0x10, run.base, host, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_synchronize(d, (dev_stream_t *)e));
+    TEST_FAILS(LMS_ERR_INVALID, dev_stream_synchronize(d, NULL));
+    dev_stream_t *theirs;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &theirs));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(d, theirs, run.base, host, sizeof host));
+    /* what needs no bookkeeping is still checked */
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(d, alive, run.base, host, 0));
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(d, alive, run.base, NULL, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(d, run.base + 1, run.blocks[0]));
+    TEST_FAILS(LMS_ERR_INVALID, dev_unmap(d, run.base, 0));
+
+    /* the bookkeeping that close and dev_live need is kept all the same */
+    dev_live_t l;
+    dev_live(d, &l);
+    cr_assert_eq(l.streams, 1);
+    cr_assert_eq(l.events, 0);
+    cr_assert_eq(l.blocks, run.size / d->info.granularity);
+    cr_assert_eq(l.mapped_blocks, run.size / d->info.granularity);
+    cr_assert_eq(l.reservations, 1);
+    TEST_OK(dev_stream_synchronize(d, alive));
+    test_run_unmap(d, &run);
+    dev_live(d, &l);
+    cr_assert_eq(l.mapped_blocks, 0);
+    TEST_OK(dev_stream_synchronize(dev, theirs));
+    dev_close(d);
+}
+
+/* Each misuse here reaches the layer below only without full validation;
+ * with it, the check layer refuses it and nothing changes. */
+Test(device, full_validation_catches_what_only_the_bookkeeping_shows)
+{
+    dev_device_t *d = open_checking(DEV_CHECKS_FULL);
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(d, DEV_PRIORITY_NORMAL, &s));
+    test_run_t run = test_run_map(d, 2);
+    size_t g = d->info.granularity;
+    char host[64] = {0};
+    dev_block_t spare;
+    TEST_OK(dev_block_create(d, &spare));
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(d, run.base, spare));                /* mapped already */
+    TEST_FAILS(LMS_ERR_INVALID, dev_block_release(d, run.blocks[0]));       /* still mapped */
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(d, 0x1000 * g, spare));             /* not reserved */
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_h2d(d, s, 0x1000 * g, host, 8));   /* not reserved */
+    TEST_FAILS(LMS_ERR_INVALID, dev_copy_d2h(d, s, host, run.base + run.size, 8));
+    TEST_FAILS(LMS_ERR_INVALID, dev_va_free(d, run.base, run.size));        /* blocks mapped */
+    TEST_OK(dev_unmap(d, run.base + g, g));
+    TEST_FAILS(LMS_ERR_INVALID, dev_unmap(d, run.base + g, g));             /* not mapped */
+    TEST_FAILS(LMS_ERR_INVALID, dev_set_access(d, run.base, 2 * g));        /* half unmapped */
+    TEST_OK(dev_map(d, run.base + g, run.blocks[1]));
+    TEST_OK(dev_set_access(d, run.base, 2 * g));
+    TEST_OK(dev_copy_h2d(d, s, run.base, host, sizeof host));
+    TEST_OK(dev_stream_synchronize(d, s));
+    TEST_OK(dev_block_release(d, spare));
+    dev_live_t l;
+    dev_live(d, &l);
+    cr_assert_eq(l.mapped_blocks, 2);
+    test_run_unmap(d, &run);
+    dev_close(d);
+}
+
+/* The suites run with LMS_DEVICE_CHECKS=full (tests/CMakeLists.txt): a
+ * device opened with the default level validates fully there. */
+Test(device, the_default_level_follows_lms_device_checks)
+{
+    if (strcmp(getenv("LMS_DEVICE_CHECKS") ? getenv("LMS_DEVICE_CHECKS") : "", "full") != 0)
+        cr_skip_test("LMS_DEVICE_CHECKS is not full in this run");
+    test_run_t run = test_run_map(dev, 1);
+    dev_block_t spare;
+    TEST_OK(dev_block_create(dev, &spare));
+    TEST_FAILS(LMS_ERR_INVALID, dev_map(dev, run.base, spare));
+    TEST_OK(dev_block_release(dev, spare));
+    test_run_unmap(dev, &run);
+}

@@ -1,0 +1,315 @@
+/*
+ * device/check_work.c — the check layer's streams, events, the work queued on
+ * streams (copies, host functions, kernels) and the observer: handles are
+ * looked up with no lock, and ranges checked as the level of checking says
+ * (Note [Two levels of checking] in check.c).
+ */
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "device/check.h"
+
+/* ---- streams and events ------------------------------------------------------ */
+
+/* Registers a stream or event the layer below just made; destroys it again if
+ * the table cannot take it. */
+static lms_status_t add_object(check_t *c, handle_table_t *t, void *inner, uint64_t *handle)
+{
+    lms_status_t st = handle_add(t, (uint64_t)(uintptr_t)inner, handle);
+    if (st != LMS_OK && t->kind == HANDLE_STREAM)
+        INNER(c, stream_destroy, inner);
+    else if (st != LMS_OK)
+        INNER(c, event_destroy, inner);
+    return st;
+}
+
+/* Destroys the stream or event handle names. Only a handle is checked, in
+ * either level of checking: no lock is held across the layer below's destroy. */
+static lms_status_t destroy_object(check_t *c, handle_table_t *t, const char *op, const void *handle)
+{
+    handle_slot_t *s;
+    lms_status_t st = handle_find(t, op, (uint64_t)(uintptr_t)handle, &s);
+    uint64_t inner = st == LMS_OK ? atomic_load_explicit(&s->inner, memory_order_relaxed) : 0;
+    if (st == LMS_OK)
+        st = t->kind == HANDLE_STREAM ? INNER(c, stream_destroy, (dev_stream_t *)(uintptr_t)inner)
+                                      : INNER(c, event_destroy, (dev_event_t *)(uintptr_t)inner);
+    if (st == LMS_OK)
+        handle_remove(t, s);
+    return st;
+}
+
+/* Hands out the stream the layer below just made (st: how that went). */
+static lms_status_t add_stream(check_t *c, lms_status_t st, dev_stream_t *inner, dev_stream_t **out)
+{
+    uint64_t handle;
+    if (st == LMS_OK)
+        st = add_object(c, &c->streams, inner, &handle);
+    if (st == LMS_OK)
+        *out = (dev_stream_t *)(uintptr_t)handle;
+    return st;
+}
+
+lms_status_t check_stream_create(void *self, dev_priority_t priority, dev_stream_t **out)
+{
+    check_t *c = self;
+    if (out == NULL)
+        return check_invalid("stream_create", "NULL output");
+    if (priority != DEV_PRIORITY_NORMAL && priority != DEV_PRIORITY_HIGH)
+        return check_invalid("stream_create", "unknown priority");
+    dev_stream_t *inner = NULL;
+    lms_status_t st = INNER(c, stream_create, priority, &inner);
+    return add_stream(c, st, inner, out);
+}
+
+lms_status_t check_stream_adopt(void *self, uint64_t native, dev_stream_t **out)
+{
+    check_t *c = self;
+    if (out == NULL)
+        return check_invalid("stream_adopt", "NULL output");
+    if (native == 0)
+        return check_invalid("stream_adopt", "native stream 0 (the legacy default stream is 0x1)");
+    dev_stream_t *inner = NULL;
+    lms_status_t st = INNER(c, stream_adopt, native, &inner);
+    return add_stream(c, st, inner, out);
+}
+
+lms_status_t check_stream_destroy(void *self, dev_stream_t *stream)
+{
+    return destroy_object(self, &((check_t *)self)->streams, "stream_destroy", stream);
+}
+
+lms_status_t check_stream_synchronize(void *self, dev_stream_t *stream)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "stream_synchronize", stream, &s);
+    return st != LMS_OK ? st : INNER(c, stream_synchronize, s);
+}
+
+lms_status_t check_event_create(void *self, dev_event_t **out)
+{
+    check_t *c = self;
+    if (out == NULL)
+        return check_invalid("event_create", "NULL output");
+    dev_event_t *inner;
+    uint64_t handle;
+    lms_status_t st = INNER(c, event_create, &inner);
+    if (st == LMS_OK)
+        st = add_object(c, &c->events, inner, &handle);
+    if (st == LMS_OK)
+        *out = (dev_event_t *)(uintptr_t)handle;
+    return st;
+}
+
+lms_status_t check_event_destroy(void *self, dev_event_t *event)
+{
+    return destroy_object(self, &((check_t *)self)->events, "event_destroy", event);
+}
+
+lms_status_t check_event_record(void *self, dev_event_t *event, dev_stream_t *stream)
+{
+    check_t *c = self;
+    dev_event_t *e;
+    dev_stream_t *s;
+    lms_status_t st = EVENT(c, "event_record", event, &e);
+    if (st == LMS_OK)
+        st = STREAM(c, "event_record", stream, &s);
+    return st != LMS_OK ? st : INNER(c, event_record, e, s);
+}
+
+lms_status_t check_event_query(void *self, dev_event_t *event)
+{
+    check_t *c = self;
+    dev_event_t *e;
+    lms_status_t st = EVENT(c, "event_query", event, &e);
+    return st != LMS_OK ? st : INNER(c, event_query, e);
+}
+
+lms_status_t check_event_synchronize(void *self, dev_event_t *event)
+{
+    check_t *c = self;
+    dev_event_t *e;
+    lms_status_t st = EVENT(c, "event_synchronize", event, &e);
+    return st != LMS_OK ? st : INNER(c, event_synchronize, e);
+}
+
+lms_status_t check_stream_wait_event(void *self, dev_stream_t *stream, dev_event_t *event)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    dev_event_t *e;
+    lms_status_t st = STREAM(c, "stream_wait_event", stream, &s);
+    if (st == LMS_OK)
+        st = EVENT(c, "stream_wait_event", event, &e);
+    return st != LMS_OK ? st : INNER(c, stream_wait_event, s, e);
+}
+
+/* ---- work on streams ----------------------------------------------------------- */
+
+lms_status_t check_copy_h2d(void *self, dev_stream_t *stream, dev_addr_t dst,
+                                   const void *src, size_t n)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "copy_h2d", stream, &s);
+    if (st == LMS_OK)
+        st = check_device_range(c, "copy_h2d", dst, n);
+    if (st == LMS_OK)
+        st = check_host_range("copy_h2d", src, n);
+    return st != LMS_OK ? st : INNER(c, copy_h2d, s, dst, src, n);
+}
+
+lms_status_t check_copy_d2h(void *self, dev_stream_t *stream, void *dst, dev_addr_t src,
+                                   size_t n)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "copy_d2h", stream, &s);
+    if (st == LMS_OK)
+        st = check_device_range(c, "copy_d2h", src, n);
+    if (st == LMS_OK)
+        st = check_host_range("copy_d2h", dst, n);
+    return st != LMS_OK ? st : INNER(c, copy_d2h, s, dst, src, n);
+}
+
+lms_status_t check_copy_d2d(void *self, dev_stream_t *stream, dev_addr_t dst,
+                                   dev_addr_t src, size_t n)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "copy_d2d", stream, &s);
+    if (st == LMS_OK)
+        st = check_device_range(c, "copy_d2d", dst, n);
+    if (st == LMS_OK)
+        st = check_device_range(c, "copy_d2d", src, n);
+    return st != LMS_OK ? st : INNER(c, copy_d2d, s, dst, src, n);
+}
+
+lms_status_t check_host_func(void *self, dev_stream_t *stream, dev_host_fn_t fn, void *arg)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "host_func", stream, &s);
+    if (st == LMS_OK && fn == NULL)
+        st = check_invalid("host_func", "function is NULL");
+    return st != LMS_OK ? st : INNER(c, host_func, s, fn, arg);
+}
+
+lms_status_t check_fill(void *self, dev_stream_t *stream, dev_addr_t dst, size_t n,
+                               uint64_t seed)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "fill", stream, &s);
+    if (st == LMS_OK)
+        st = check_device_range(c, "fill", dst, n);
+    return st != LMS_OK ? st : INNER(c, fill, s, dst, n, seed);
+}
+
+lms_status_t check_checksum(void *self, dev_stream_t *stream, dev_addr_t src, size_t n,
+                                   uint64_t *out)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "checksum", stream, &s);
+    if (st == LMS_OK)
+        st = check_device_range(c, "checksum", src, n);
+    if (st == LMS_OK && out == NULL)
+        st = check_invalid("checksum", "NULL output");
+    return st != LMS_OK ? st : INNER(c, checksum, s, src, n, out);
+}
+
+lms_status_t check_axpy(void *self, dev_stream_t *stream, size_t n, float a, dev_addr_t x,
+                               dev_addr_t y)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    lms_status_t st = STREAM(c, "axpy", stream, &s);
+    if (st == LMS_OK && (n > SIZE_MAX / sizeof(float) || x % sizeof(float) || y % sizeof(float)))
+        st = check_invalid("axpy", "x and y must be float-aligned and n * 4 must not overflow");
+    if (st == LMS_OK)
+        st = check_device_range(c, "axpy", x, n * sizeof(float));
+    if (st == LMS_OK)
+        st = check_device_range(c, "axpy", y, n * sizeof(float));
+    return st != LMS_OK ? st : INNER(c, axpy, s, n, a, x, y);
+}
+
+lms_status_t check_kernel(void *self, dev_stream_t *stream, const dev_kernel_args_t *a)
+{
+    check_t *c = self;
+    dev_stream_t *s;
+    dev_operand_t ops[DEV_KERNEL_OPERANDS];
+    size_t n = 0;
+    lms_status_t st = STREAM(c, "kernel", stream, &s);
+    if (st == LMS_OK)
+        st = dev_kernel_operands(a, ops, &n);
+    for (size_t i = 0; st == LMS_OK && i < n; i++)
+        st = check_device_range(c, dev_kernel_name(a->kernel), ops[i].addr, ops[i].bytes);
+    return st != LMS_OK ? st : INNER(c, kernel, s, a);
+}
+
+/* ---- the observer ------------------------------------------------------------- */
+
+/* What the layer below reports names its own stream: the caller is told the
+ * handle of it (NULL if the stream is gone from the table: destroyed while
+ * its last work ran). A stream slot is looked up by a scan: an observer is
+ * for tracing, and a process has few streams. */
+static void check_observe(void *ctx, const dev_work_t *inner)
+{
+    check_t *c = ctx;
+    dev_work_t work = *inner;
+    work.stream = NULL;
+    pthread_mutex_lock(&c->lock);
+    dev_observer_t fn = c->observer;
+    void *fn_ctx = c->observer_ctx;
+    for (uint32_t i = 0; i < handle_count(&c->streams); i++) {
+        handle_slot_t *s = handle_slot_at(&c->streams, i);
+        if (handle_used(s) && atomic_load_explicit(&s->inner, memory_order_relaxed) ==
+                                  (uint64_t)(uintptr_t)inner->stream) {
+            work.stream = (dev_stream_t *)(uintptr_t)handle_of(&c->streams, i);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (fn != NULL)
+        fn(fn_ctx, &work);
+}
+
+/* The caller's observer is stored first (calls in progress pick it up under
+ * the lock), then the layer below is told: setting it again there waits for
+ * the calls of the old one in progress, which keeps set_observer's promise. */
+lms_status_t check_set_observer(void *self, dev_observer_t fn, void *ctx)
+{
+    check_t *c = self;
+    pthread_mutex_lock(&c->lock);
+    dev_observer_t old = c->observer;
+    void *old_ctx = c->observer_ctx;
+    pthread_mutex_unlock(&c->lock);
+    void *inner_ctx = fn != NULL ? (void *)c : NULL;
+    dev_observer_t inner = fn != NULL ? check_observe : NULL;
+    if (old != NULL) {
+        /* The layer below reports the old observer's last work (cuda waits
+         * for it) through check_observe while it still finds the old one. */
+        lms_status_t st = INNER(c, set_observer, inner, inner_ctx);
+        if (st == LMS_OK) {
+            pthread_mutex_lock(&c->lock);
+            c->observer = fn;
+            c->observer_ctx = fn != NULL ? ctx : NULL;
+            pthread_mutex_unlock(&c->lock);
+        }
+        return st;
+    }
+    pthread_mutex_lock(&c->lock);
+    c->observer = fn;
+    c->observer_ctx = fn != NULL ? ctx : NULL;
+    pthread_mutex_unlock(&c->lock);
+    lms_status_t st = INNER(c, set_observer, inner, inner_ctx);
+    if (st != LMS_OK) {
+        pthread_mutex_lock(&c->lock);
+        c->observer = old;
+        c->observer_ctx = old_ctx;
+        pthread_mutex_unlock(&c->lock);
+    }
+    return st;
+}
