@@ -4,7 +4,7 @@
  * each written in turn by an access (LMS_WRITE), each iteration marked.
  * LRU evicts until a schedule is learnt (at the second iteration's end);
  * from then on each access that must evict ranks victims by the schedule
- * (Note [Ranking between events] in swap/residency.c), at a cost that
+ * (Note [Ranking between events] in swap/ranking.c), at a cost that
  * grows with the chunks resident: an 80 GB card holds 40K chunks of 2 MiB.
  *
  *   build/bench/many_chunks [--chunks N] [--oversub X] [--iterations N] [--quick]

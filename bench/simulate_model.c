@@ -696,7 +696,7 @@ static void vdnn_offload(model_t *s, size_t j)
 /* -- the event loop -- */
 
 /* Lets everything that can happen at now happen. */
-/* lms's reclaim thread (swap/residency.c): while the free blocks and those
+/* lms's reclaim thread (swap/reclaim.c): while the free blocks and those
  * on their way out fall below a low watermark, evicts the victims policy/
  * names up to a high one, so that new data rarely waits for an eviction.
  * The watermarks are the capacity / 32 and / 16, or, while the schedule is

@@ -99,7 +99,7 @@
  * read, B read), which policy/ finds as an iteration and follows from the
  * fifth timed rep on (at every size): when a window closes, lms evicts
  * what the next access needs room for and fetches what it reads (Note
- * [Prefetch] in swap/residency.c). An lms call that closed the window
+ * [Prefetch] in swap/prefetch.c). An lms call that closed the window
  * before the span would move part of the span's bytes outside it (and
  * before its counters were read: the watcher would wait for a copy already
  * counted; issue 24, docs/benchmarks.md). So a span moves the same bytes

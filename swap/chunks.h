@@ -46,11 +46,11 @@ typedef struct chunk {
     uint32_t pins;
     uint32_t stamp;     /* the last access that looked at it */
     uint32_t early;     /* the access whose early step mapped it, until one
-                           that names it succeeds (Note [Pipelined swaps]) */
+                           that names it succeeds (Note [Pipelined swaps] in window.c) */
     uint64_t streams;   /* stream slots that used it (bit 63: slots >= 63) */
     uint32_t last_window; /* its last use was in this fenced window of stream slot
                              last_slot (generation last_gen); 0: not known
-                             (Note [Eviction fences] in window.c) */
+                             (Note [Eviction fences] in evict.c) */
     uint32_t last_gen;
     uint16_t last_slot;
     uint8_t state;
@@ -62,7 +62,7 @@ typedef struct chunk {
     bool on_lru;
     bool prefetched;    /* fetched ahead of use, not yet used (stats.prefetch_hits) */
     bool broken;        /* RESIDENT, but neither accessible nor holding its
-                           data (residency.c: unmap_unused): repaired before
+                           data (window.c: unmap_unused): repaired before
                            any use, never evicted */
 } chunk_t;
 
@@ -77,6 +77,13 @@ typedef struct chunks {
     uint64_t *clean_words;       /* bit w: clean_bits[w] != 0 */
     uint32_t stamp;              /* the last access's stamp (chunk_t.stamp) */
 } chunks_t;
+
+/* qsort/bsearch order of chunk ids (uint32_t). */
+static inline int chunks_cmp_id(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
 
 /* Makes a table of n chunks, all free and UNBACKED; LMS_ERR_OUT_OF_MEMORY
  * (with the message) if there is no host memory for it. */

@@ -19,21 +19,11 @@
 #include "swap/blocks.h"
 #include "swap/chunks.h"
 #include "swap/events.h"
+#include "swap/pins.h"
 #include "swap/ranking.h"
 #include "swap/streams.h"
 #include "swap/transfers.h"
 #include "swap/util.h"
-
-/* A range lms_pin pinned, count times so far (Note [Pin records] in pins.c). */
-typedef struct pin_record {
-    size_t offset, bytes;
-    uint32_t count;
-} pin_record_t;
-
-typedef struct pins {
-    pin_record_t *rec; /* sorted by (offset, bytes) */
-    size_t n, cap;
-} pins_t;
 
 /* prefetch.c's: what it fetches next, and when its last look found nothing. */
 typedef struct prefetcher {
@@ -87,7 +77,7 @@ typedef struct state {
     holds_t holds;
     hostpool_t *host;
     policy_t *policy;             /* what to evict and fetch ahead (NULL with LMS_SWAP=0) */
-    size_t piece;                 /* chunks remapped and copied as one step (Note [Pipelined swaps]) */
+    size_t piece;                 /* chunks remapped and copied as one step (Note [Pipelined swaps] in window.c) */
     size_t resident, host_chunks, pinned, evicting; /* chunks */
     uint64_t host_entries;        /* times a chunk went to the host */
     lms_stats_t stats;
@@ -101,9 +91,6 @@ HIDDEN extern state_t *S;
 HIDDEN extern pthread_mutex_t swap_lock;
 
 /* lms.c */
-/* Whether the live allocation at offset holds a pinned range (Note [Pin
- * records] in lms.c). Lock held. */
-HIDDEN bool swap_pinned_at(size_t offset);
 HIDDEN lms_status_t swap_sync_released(void);
 /* The cached allocation at offset (live: its flag), freed on stream handle (a pending free of
  * it, or released at once when it is the only stream or gone); fails, with

@@ -62,11 +62,6 @@ static int cmp_ranked(const void *a, const void *b)
     return (x->order > y->order) - (x->order < y->order);
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
 
 /* The evictable chunks, in the order policy/ would evict them, into r->full
  * (and r->ranked); how many. At most RANKED_MAX are looked at, taken evenly
@@ -99,7 +94,7 @@ static size_t rank_head(ranking_t *r, size_t need)
     const chunks_t *t = r->chunks;
     size_t nt = r->ntouched, n = 0, taken = 0;
     memcpy(r->touched_sorted, r->touched, nt * sizeof *r->touched);
-    qsort(r->touched_sorted, nt, sizeof *r->touched_sorted, cmp_u32);
+    qsort(r->touched_sorted, nt, sizeof *r->touched_sorted, chunks_cmp_id);
     for (size_t i = 0; i < nt; i++) { /* after the others among equals, each once */
         uint32_t c = r->touched_sorted[i];
         if (r->evictable(t, c) && (i == 0 || r->touched_sorted[i - 1] != c))
@@ -109,7 +104,7 @@ static size_t rank_head(ranking_t *r, size_t need)
     for (size_t i = 0; i < r->full_n && taken < need && n < RANKED_MAX; i++) {
         uint32_t c = r->full[i].chunk;
         if (!r->evictable(t, c) ||
-            bsearch(&c, r->touched_sorted, nt, sizeof *r->touched_sorted, cmp_u32) != NULL)
+            bsearch(&c, r->touched_sorted, nt, sizeof *r->touched_sorted, chunks_cmp_id) != NULL)
             continue;
         r->head[n++] = (ranked_t){policy_evict_key(r->policy, c), r->full[i].order, c};
         taken++;

@@ -38,7 +38,7 @@ typedef struct stream {
     dev_event_t *use_event; /* recorded when an eviction must wait for its work */
     dev_event_t *after[USE_RING]; /* after[w % USE_RING]: recorded after the work of
                                      its w-th fenced access window (made at first
-                                     use; Note [Eviction fences] in window.c) */
+                                     use; Note [Eviction fences] in evict.c) */
     uint32_t windows;       /* access windows fenced on it so far */
     deque_t small[ALLOC_MAX_CLASSES];
     deque_t large;
@@ -48,7 +48,15 @@ typedef struct stream {
     size_t nfences, capfences;
 } stream_t;
 
+/* Gives the pending entry [offset, offset + size) back to everyone: the work
+ * queued before its free has finished, or nobody can race it. */
+typedef void (*streams_release_fn)(size_t offset, size_t size);
+
 typedef struct streams {
+    dev_device_t *dev;
+    events_t *events;     /* the pool fences take their events from */
+    size_t chunk;         /* bytes per chunk: large entries match by chunk count */
+    streams_release_fn release; /* what a released entry goes to */
     stream_t *slot[MAX_STREAMS];         /* [0]: the default stream; NULL: free slot */
     uint32_t generation_of[MAX_STREAMS]; /* of the handle of each slot */
     size_t n;             /* slots in use or used before */
@@ -90,5 +98,67 @@ static inline stream_t *streams_find(const streams_t *t, lms_stream_t handle)
         return NULL;
     return t->slot[i];
 }
+
+/* The invalid-handle failure of op. */
+HIDDEN lms_status_t streams_bad_handle(const char *op, lms_stream_t handle);
+
+/* ---- the table --------------------------------------------------------------
+ * t is zeroed (the state is allocated so) before streams_init. */
+
+/* Makes the default stream, slot 0; t keeps dev, events and release for
+ * good. A free's space waits for a fence once a stream holds flush_bytes of
+ * unfenced frees. */
+HIDDEN lms_status_t streams_init(streams_t *t, dev_device_t *dev, events_t *events, size_t chunk,
+                                 size_t flush_bytes, streams_release_fn release);
+/* Waits for every stream's queued work (at shutdown, before the host pool
+ * goes); errors are the device's to report. */
+HIDDEN void streams_drain(streams_t *t);
+/* Frees the streams' host state, once the device (which destroys their
+ * device streams and events) is closed. */
+HIDDEN void streams_destroy(streams_t *t);
+
+/* A new lms stream, ordered after every other one; *slot is its slot. */
+HIDDEN lms_status_t streams_create(streams_t *t, size_t *slot);
+/* The stream adopted for the program's cuda_stream (Note [Adopted streams]
+ * in streams.c), adopted now if it was not; *slot is its slot. */
+HIDDEN lms_status_t streams_adopt(streams_t *t, void *cuda_stream, size_t *slot);
+/* The slot of the stream adopted for cuda_stream; 0 if none. */
+HIDDEN size_t streams_adopted(const streams_t *t, void *cuda_stream);
+/* The all-streams stream, made on first use (Note [Free after all
+ * streams] in streams.c). */
+HIDDEN lms_status_t streams_all(streams_t *t, stream_t **out);
+/* Destroys the live stream handle names (not the default one) once its
+ * work is done, its pending frees going back to everyone; the lock is
+ * dropped meanwhile, so it may fail as destroyed by another thread. */
+HIDDEN lms_status_t streams_remove(streams_t *t, lms_stream_t handle);
+
+/* ---- stream-ordered frees (Note [Stream-ordered free] in streams.c) -------- */
+
+/* Queues the freed allocation [offset, offset + size) (of size class cls;
+ * < 0: whole chunks) on s, or releases it at once when nobody can race it
+ * (s NULL: a stream destroyed since, whose work is done; or lms has one
+ * stream only); *queued says which. Fails only when the host has no memory
+ * for s's pending list: the allocation is then still freed, and the
+ * caller's. */
+HIDDEN lms_status_t streams_queue(streams_t *t, stream_t *s, size_t offset, size_t size, int cls,
+                                  bool *queued);
+/* Lets a stream that frees much give its memory back to everyone: a fence
+ * once its unfenced frees reach the flush size. One that cannot be recorded
+ * now is recorded when an allocation runs short. */
+HIDDEN void streams_flush(streams_t *t, stream_t *s);
+/* Takes off s's pending list an entry that an allocation of size (of size
+ * class cls; < 0: large) may reuse at once (Note [Placement repeats] in
+ * streams.c): false if none; else its offset and its size as freed. */
+HIDDEN bool streams_reuse(streams_t *t, stream_t *s, int cls, size_t size, size_t *offset,
+                          size_t *freed_size);
+/* Releases the entries of every stream covered by fences whose events have
+ * completed, after fencing every stream if fence_first. */
+HIDDEN lms_status_t streams_collect_all(streams_t *t, bool fence_first);
+/* Waits, with the lock dropped, for the newest fence of every stream.
+ * Errors are left for the collect that follows. */
+HIDDEN void streams_wait_for_fences(streams_t *t);
+/* Waits until the default stream has finished what was queued when the
+ * frees released at once so far were made (released_synced). */
+HIDDEN lms_status_t streams_sync_released(streams_t *t);
 
 #endif /* LMS_SWAP_STREAMS_H */

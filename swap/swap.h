@@ -34,7 +34,7 @@ typedef struct swap_config {
     size_t thread_cache;    /* bytes of small frees a thread keeps for its own
                                reuse (Note [Thread caches]); 0: no caches */
     size_t swap_piece;      /* bytes remapped and copied as one step of a swap
-                               (Note [Pipelined swaps]); 0: 16 MiB */
+                               (Note [Pipelined swaps] in window.c); 0: 16 MiB */
     bool stats_at_exit;     /* LMS_STATS=1 */
     bool policy_lru;        /* LMS_POLICY=lru: evict the least recently used, never
                                follow a schedule, never prefetch */

@@ -4,7 +4,7 @@
  * (docs/timeline-format.md is the format; trace.c owns the writer).
  *
  * lms.c opens it at init and finishes it at shutdown or process exit;
- * residency.c reports its decisions; the device reports its work through
+ * residency (residency.c, evict.c, window.c, prefetch.c) reports its decisions; the device reports its work through
  * the observer (timeline_device_work). Every report is made only when
  * timeline_on: the one check a hot path pays while no timeline is written.
  *

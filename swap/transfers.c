@@ -86,7 +86,7 @@ lms_status_t xfer_fence(transfers_t *t, xfer_t *x, bool may_sync)
     return LMS_OK;
 }
 
-/* The H2D link's rate (Note [Prefetch] in residency.c): the copies just
+/* The H2D link's rate (Note [Prefetch] in prefetch.c): the copies just
  * seen to finish, over the time since the last look while the stream was
  * busy. */
 static void h2d_seen(transfers_t *t, size_t chunks)

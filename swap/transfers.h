@@ -1,7 +1,7 @@
 /*
  * swap/transfers.h — the copies in flight between device and host: one
  * high-priority stream each way, the copies queued on each (oldest first),
- * and the H2D link's rate learnt from them (Note [Prefetch] in residency.c).
+ * and the H2D link's rate learnt from them (Note [Prefetch] in prefetch.c).
  * Knows nothing of chunks: a copy covers [first, first + n), and whoever
  * settles the chunks is told when it has ended (transfers_progress).
  * Guarded by swap_lock; see Note [Unfenced copies] in residency.c.
@@ -19,7 +19,7 @@ typedef struct xfer {
     size_t first, n;   /* the chunks it covers: [first, first + n) */
     size_t copied;     /* how many of them it copies (a fetch's may be scattered) */
     bool d2h;
-    bool fenced;       /* its event is recorded after the copy (Note [Unfenced copies]) */
+    bool fenced;       /* its event is recorded after the copy (Note [Unfenced copies] in residency.c) */
     bool done;         /* known to have finished without its event: a synchronize */
 } xfer_t;
 
@@ -30,7 +30,7 @@ typedef struct transfers {
     dev_stream_t *h2d, *d2h;      /* the copy streams */
     xfer_t *list[2], *tail[2];    /* in flight: [0] h2d, [1] d2h */
     size_t h2d_queued;            /* chunks in the H2D copies in flight */
-    uint64_t h2d_seen_ns;         /* the H2D link's rate, learnt (Note [Prefetch]) */
+    uint64_t h2d_seen_ns;         /* the H2D link's rate, learnt (Note [Prefetch] in prefetch.c) */
     uint64_t h2d_busy_ns, h2d_busy_bytes;
     bool h2d_was_busy;
 } transfers_t;

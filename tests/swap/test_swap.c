@@ -1970,7 +1970,7 @@ Test(swap_faults, random_failures_of_event_creation_lose_nothing)
  * synchronize after it (Note [Unfenced copies]), an event's wait and the
  * query after it, an unmap and what undoes it, a set_access, the unmap that
  * undoes it and the set_access that restores (a broken chunk, repaired at
- * its next access: unmap_unused in residency.c). The test's own kernels and
+ * its next access: unmap_unused in window.c). The test's own kernels and
  * host functions do not fail. */
 Test(swap_faults, random_failures_of_every_op_at_once_lose_nothing)
 {
@@ -2051,7 +2051,7 @@ Test(swap, a_learnt_schedule_fetches_less_than_lru_on_a_loop_larger_than_the_dev
  * thread runs, and the frees leave room to fetch them back ahead of their
  * reads. How many are fetched ahead still depends on timing: a freed block
  * may stay cached, and a prefetch that must first evict finishes at a later
- * call (Note [Prefetch] in residency.c). With a plain loop over more than fits
+ * call (Note [Prefetch] in prefetch.c). With a plain loop over more than fits
  * it was 0 to 11 in three iterations; here it is 10 to 24 in six, and in 60
  * runs under ASan, four at a time on two cores, one iteration of 360 had
  * none. A loop's fetch counts, which do not depend on timing, are checked
@@ -2098,7 +2098,7 @@ Test(swap, what_is_read_next_is_fetched_ahead_into_free_blocks)
 
 /* A loop of WIDE_LOOP one-chunk allocations of 64 KiB over a device of
  * WIDE_LIMIT chunks: three times as many chunks as are named between two
- * full rankings (Note [Ranking between events] in swap/residency.c). */
+ * full rankings (Note [Ranking between events] in swap/ranking.c). */
 #define WIDE_LOOP 768
 #define WIDE_LIMIT 512
 #define WIDE_CHUNK (64 * BASE_KiB)

@@ -1,0 +1,164 @@
+/*
+ * swap/prefetch.c — reporting accesses to policy/, and fetching ahead what
+ * the schedule reads next. Lock: swap_lock, held by every caller.
+ *
+ * Note [Prefetch]
+ * Every access is reported to policy/ (a run of chunks, used or overwritten,
+ * at the time of the call), and every free of whole chunks; lms_mark_iteration
+ * ends an iteration. While policy/ follows its schedule:
+ *   - eviction (the reclaim thread's and direct) takes the chunks used
+ *     furthest ahead (Belady's MIN), data the schedule says is freed before
+ *     its next use first. Data it says is overwritten is still copied out
+ *     when dirty: the schedule is a prediction, and one that is wrong must
+ *     not lose data (Note [Dead data] in policy.c).
+ *   - after each access, and again when its window closes (what it held
+ *     is often what MIN evicts next), what the next accesses read is
+ *     fetched ahead (policy_prefetch: in order of use, just in time for the
+ *     H2D link's rate): into free blocks (or those on their way) that new
+ *     data ahead of them does not need first, less the one the reclaim
+ *     thread keeps, and for the rest in place of chunks MIN would evict
+ *     for them, which are evicted now so that a later call
+ *     finds their blocks free (Note [Prefetch without harm]). Further
+ *     ahead, while the H2D link would otherwise idle, into free blocks
+ *     nothing before needs (Note [Prefetch horizon]). At most a piece per
+ *     call, so that an access pays little host time; a walk that found
+ *     nothing is not repeated until the position, the host's chunks, the
+ *     free blocks or the link's queue say something may have changed.
+ * While following, the reclaim thread keeps free only what new data ahead
+ * needs (policy_prefetch's blocks_ahead: overwrites and chunks with no
+ * data, less what frees give back), not the watermarks: more free blocks
+ * only make the device smaller (in the trace simulator, GPT at 1.25x moved
+ * 20% more with the watermarks). It never evicts a chunk fetched ahead and
+ * not yet used: prefetch and reclaim must not take turns on one.
+ * The link's rate is learnt from the copies: bytes finished over the time
+ * the H2D stream was seen busy (an underestimate, which makes prefetch start
+ * earlier, not later).
+ */
+#include <stdlib.h>
+
+#include "swap/residency.h"
+
+#define PREFETCH_WALK 4096 /* events a prefetch looks ahead at most */
+
+/* ---- reporting to policy/, and prefetch (Note [Prefetch]) --------------------- */
+
+/* Reports the access of the sorted chunks u[0..n) (acc: which need their
+ * data), an event per run of consecutive chunks of one kind. */
+void resid_report_access(const uint32_t *u, size_t n)
+{
+    if (S->policy == NULL)
+        return;
+    uint64_t now = base_now_ns();
+    for (size_t i = 0; i < n;) {
+        bool use = S->chunks.ch[u[i]].acc & ACC_NEED_DATA;
+        size_t j = i + 1;
+        while (j < n && u[j] == u[j - 1] + 1 && (bool)(S->chunks.ch[u[j]].acc & ACC_NEED_DATA) == use)
+            j++;
+        if (resid_report(u[i], j - i, use ? POLICY_USE : POLICY_OVERWRITE, now) !=
+            LMS_OK) {
+            base_log(BASE_LOG_DEBUG, "lms: policy: %s", lms_last_error());
+            return;
+        }
+        i = j;
+    }
+}
+
+/* For policy_prefetch. A chunk being evicted, or one an access under way
+ * holds and has not brought in yet (it may be waiting in make_room for
+ * blocks), is not a prefetch's to fetch, but needs a block at its use:
+ * free blocks a prefetch took would be the ones that access waits for. */
+static policy_need_t chunk_need(void *arg, uint32_t c)
+{
+    (void)arg;
+    const chunk_t *k = &S->chunks.ch[c];
+    if (k->state == RESIDENT || k->state == FETCHING)
+        return POLICY_HAS;
+    if (k->state == EVICTING || k->holds > 0)
+        return POLICY_CLAIMED;
+    return k->state == HOST && !k->free ? POLICY_ON_HOST : POLICY_NO_DATA;
+}
+
+/* Fetches ahead what the schedule reads next, at most a piece, as
+ * policy_prefetch says: a fetch takes a free block (or one on its way) if
+ * the new data and fetches before it leave one (blocks_before), else the
+ * block of the ranked victim that many further down, if MIN would evict it
+ * (evict_after; Note [Prefetch without harm] in policy.c). Those victims
+ * are evicted now; their fetches wait for a later call. Nothing waits for
+ * a prefetch, so a failure is only logged. */
+void resid_prefetch(void)
+{
+    if (!resid_by_schedule() || S->host == NULL)
+        return;
+    /* nothing can need a fetch that did not when last looked, unless a chunk
+     * went to the host since or the position moved past what was looked at */
+    policy_usage_t u;
+    policy_usage(S->policy, &u);
+    size_t moved = (u.position + u.schedule_events - S->pf.walk_pos) % u.schedule_events;
+    size_t spare = resid_free_blocks() + S->evicting;
+    if (S->pf.walk_found_none && S->host_entries == S->pf.walk_host_entries &&
+        (u.schedule_events <= PREFETCH_WALK || moved < PREFETCH_WALK / 2) &&
+        (S->host_chunks == 0 || (spare <= S->pf.walk_spare && S->xfers.h2d_queued >= S->pf.walk_queued)))
+        return; /* more room, or a shorter queue, matters only with data on the host */
+    policy_link_t link = {.bytes_per_ns = transfers_h2d_rate(&S->xfers),
+                          .chunk_bytes = S->chunk,
+                          .max_events = PREFETCH_WALK,
+                          .free_blocks = spare,
+                          .queued_bytes = S->xfers.h2d_queued * S->chunk};
+    int64_t ahead;
+    size_t n = policy_prefetch(S->policy, &link, chunk_need, NULL, S->pf.ahead, S->piece, &ahead);
+    S->pf.blocks_ahead = ahead > 0 ? (size_t)ahead : 0;
+    S->pf.walk_found_none = n == 0;
+    S->pf.walk_host_entries = S->host_entries;
+    S->pf.walk_pos = u.position;
+    S->pf.walk_spare = spare;
+    S->pf.walk_queued = S->xfers.h2d_queued;
+    /* the reclaim thread keeps a block free: a fetch into that one only
+     * makes it evict the top-ranked chunk, so it is that chunk's place,
+     * taken on the same condition (else reclaim and prefetch take turns,
+     * each evicting what the other fetched) */
+    size_t room = spare > 0 ? spare - 1 : 0;
+    size_t ok = 0, evict = 0, m = 0;
+    lms_status_t st = LMS_OK;
+    for (; ok < n; ok++) {
+        int64_t slot = S->pf.ahead[ok].blocks_before;
+        if (room > 0 && slot < (int64_t)room)
+            continue;
+        if (m == 0 && (m = ranking_victims(&S->rank, n, S->resident)) == 0)
+            break;
+        size_t r = slot > (int64_t)room ? (size_t)slot - room : 0;
+        if (r >= m && ranking_shallow(&S->rank, r)) { /* deeper into the full one */
+            ranking_stale(&S->rank);
+            m = ranking_victims(&S->rank, 2 * (r + 1), S->resident); /* (doubling: few of these a look) */
+        }
+        if (r >= m || S->rank.ranked[r].key <= S->pf.ahead[ok].evict_after)
+            break;
+        evict = r + 1 > evict ? r + 1 : evict;
+    }
+    if (evict > 0) { /* ranked[0 .. evict): MIN's, for these and the demands before them */
+        resid_evict_ranked(m, evict, true, TIMELINE_BY_PREFETCH, &st);
+        /* the reclaim thread settles these copies as they end, and then
+         * fetches what waits for their blocks: no access may come to do it
+         * (up to its 50 ms sleep, seen in bench/swap; issue 24) */
+        pthread_cond_signal(&S->rc.wake);
+    }
+    size_t now = ok < n ? ok : n;
+    now = now < resid_unmapped_blocks() ? now : resid_unmapped_blocks(); /* the rest once evicted */
+    if (now > 0) {
+        uint32_t stamp = ++S->chunks.stamp;
+        for (size_t i = 0; i < now; i++) {
+            chunk_t *k = &S->chunks.ch[S->pf.ahead[i].chunk];
+            k->stamp = stamp;
+            k->acc = ACC_NEED_DATA;
+            S->pf.fetch_list[i] = S->pf.ahead[i].chunk;
+        }
+        qsort(S->pf.fetch_list, now, sizeof *S->pf.fetch_list, chunks_cmp_id);
+        size_t brought;
+        lms_status_t bst = resid_bring_in(S->pf.fetch_list, now, 0, false, true, &brought);
+        for (size_t i = 0; i < now; i++)
+            S->chunks.ch[S->pf.fetch_list[i]].prefetched = S->chunks.ch[S->pf.fetch_list[i]].state == FETCHING;
+        st = st != LMS_OK ? st : bst;
+    }
+    if (st != LMS_OK)
+        base_log(BASE_LOG_DEBUG, "lms: prefetch: %s", lms_last_error());
+}
+

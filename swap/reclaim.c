@@ -1,0 +1,89 @@
+/*
+ * swap/reclaim.c — the reclaim thread, which keeps free blocks above the low
+ * watermark the way kswapd keeps free pages (Note [Prefetch] in
+ * prefetch.c says what the watermarks are while the schedule is followed),
+ * and the monotonic clock of residency's timed waits. The thread holds
+ * swap_lock except while it waits.
+ */
+#include "swap/residency.h"
+
+/* ---- the reclaim thread -------------------------------------------------------- */
+
+/* Keeps free blocks between the watermarks, the way kswapd keeps free pages,
+ * and the host pool registered ahead of need. Runs with the lock held, except
+ * while it waits. */
+static void *reclaim_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&swap_lock);
+    while (!S->rc.stop) {
+        (void)resid_progress();
+        resid_prefetch(); /* blocks freed since the last access may take what it reads next */
+        size_t have = resid_free_blocks() + S->evicting;
+        if (have < resid_reclaim_low()) {
+            lms_status_t st;
+            resid_evict_some(resid_reclaim_high() - have, true, TIMELINE_BY_RECLAIM, &st);
+            if (st != LMS_OK)
+                base_log(BASE_LOG_DEBUG, "lms reclaim: %s", lms_last_error());
+        }
+        hostpool_usage_t hu;
+        hostpool_usage(S->host, &hu);
+        size_t headroom = 2 * S->rc.high * S->chunk;
+        if (hu.registered < hu.limit && hu.registered - hu.allocated < headroom)
+            (void)hostpool_reserve(S->host, headroom);
+        if (timeline_on)
+            timeline_tick();
+        if (S->evicting > 0 && S->xfers.list[1] != NULL && resid_wait_oldest(SIZE_MAX) == LMS_OK)
+            continue;
+        struct timespec until = swap_deadline(50 * 1000 * 1000);
+        pthread_cond_timedwait(&S->rc.wake, &swap_lock, &until);
+    }
+    pthread_mutex_unlock(&swap_lock);
+    return NULL;
+}
+
+/* Timed waits on the condition variables here run on CLOCK_MONOTONIC: a
+ * deadline on the wall clock moved with it, and a step back of the clock
+ * (NTP, an administrator) stalled the reclaim thread for as long. */
+int resid_cond_init(pthread_cond_t *c)
+{
+    pthread_condattr_t attr;
+    int err = pthread_condattr_init(&attr);
+    if (err != 0)
+        return err;
+    if ((err = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)) == 0)
+        err = pthread_cond_init(c, &attr);
+    pthread_condattr_destroy(&attr);
+    return err;
+}
+
+struct timespec swap_deadline(uint64_t ns)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t nsec = (uint64_t)t.tv_nsec + ns % 1000000000u;
+    t.tv_sec += (time_t)(ns / 1000000000u + nsec / 1000000000u);
+    t.tv_nsec = (long)(nsec % 1000000000u);
+    return t;
+}
+
+void resid_start(void)
+{
+    if (pthread_create(&S->rc.thread, NULL, reclaim_main, NULL) == 0)
+        S->rc.started = true;
+    else
+        base_log(BASE_LOG_WARN, "lms: no reclaim thread; evictions happen on demand only");
+}
+
+void resid_stop(void)
+{
+    if (!S->rc.started)
+        return;
+    S->rc.stop = true;
+    pthread_cond_signal(&S->rc.wake);
+    pthread_mutex_unlock(&swap_lock);
+    pthread_join(S->rc.thread, NULL);
+    pthread_mutex_lock(&swap_lock);
+    S->rc.started = false;
+}
+
