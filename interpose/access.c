@@ -121,7 +121,8 @@ static lms_status_t run_whole(const touches_t *t, void *stream, lms_stream_t s, 
         if (t->r[i].mode != LMS_READ)
             mode = LMS_WRITE;
     }
-    lms_status_t st = captured ? graph_pin_pointers(stream, p, m) : lms_access_pointers(p, m, mode, s);
+    lms_status_t st =
+        captured ? graph_pin_pointers(stream, p, m) : lms_access_pointers(p, m, mode, s);
     if (p != stack)
         base_meta_free(p);
     return st;
@@ -804,7 +805,8 @@ static lms_status_t drv_set(CUdeviceptr dst, size_t pitch, size_t width, size_t 
     return set2d(DPTR(dst), pitch, row, row == ACCESS_UNKNOWN ? 1 : height, stream);
 }
 
-/* set2d takes ACCESS_UNKNOWN rows as the whole allocation: span2d(ACCESS_UNKNOWN, ACCESS_UNKNOWN, 1) is ACCESS_UNKNOWN. */
+/* set2d takes ACCESS_UNKNOWN rows as the whole allocation: span2d(ACCESS_UNKNOWN,
+ * ACCESS_UNKNOWN, 1) is ACCESS_UNKNOWN. */
 #define DRV_SET(w, type)                                                                    \
     lms_status_t access_cuMemsetD##w##_v2(CUdeviceptr dstDevice, type v, size_t N)          \
     {                                                                                       \

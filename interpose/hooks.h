@@ -32,12 +32,12 @@
  * those two against cudaTypedefs.h's function types for 12.8.
  *
  * Two lists: LMS_HOOKS, whose entries lms answers itself (hook_<name> in
- * interpose.c; the lookups' in symbols.c), and LMS_ACCESS_HOOKS, whose entries go on to CUDA or NCCL
- * after lms has made what they touch resident (access_<name> in access.c,
- * nccl.c).
- * lib is then also nccl (libnccl: ncclResult_t). tests/alloc/check_exports.sh
- * reads the names from this file: each entry starts a line with X(, and
- * its name is on that line.
+ * interpose.c; the lookups' in symbols.c), and LMS_ACCESS_HOOKS, whose
+ * entries go on to CUDA or NCCL after lms has made what they touch
+ * resident (access_<name> in access.c, nccl.c). lib is then also nccl
+ * (libnccl: ncclResult_t). tests/alloc/check_exports.sh reads the names
+ * from this file: each entry starts a line with X(, and its name is on
+ * that line.
  */
 #ifndef LMS_INTERPOSE_HOOKS_H
 #define LMS_INTERPOSE_HOOKS_H

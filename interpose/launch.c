@@ -49,8 +49,8 @@
  * lms starts at the first hooked call that needs it: an allocation, a
  * memory info, or a launch, copy or memset, which asks for lms's range to
  * tell its pointers from others (interpose_start). Where it cannot start
- * (no device, LMS_DEVICE_LIMIT under one chunk, a child forked after the
- * parent started), each of those calls would try again, each try opening
+ * (no device, LMS_DEVICE_LIMIT under one chunk, LMS_HOST_LIMIT above the
+ * machine's memory), each of those calls would try again, each try opening
  * the device and failing the same way: every launch and copy of a program
  * that runs on without lms paid for a whole start. So the first failure is
  * kept, status and message, and interpose_start gives it from then on:
@@ -58,8 +58,8 @@
  * message, and launches, copies and memsets, which then find no pointer
  * of lms's, go on to CUDA (README: "Safety"). A failure is forgotten where
  * a start could then go otherwise: in a forked child, which starts afresh
- * (a start lock held across fork is taken by the fork handlers), and after
- * the PyTorch entry points change the configuration (interpose_start_again).
+ * (the fork handlers hold the start lock across the fork), and after the
+ * PyTorch entry points change the configuration (interpose_start_again).
  * tests/interpose/start_probe.c counts the tries: one.
  */
 #define _GNU_SOURCE
@@ -593,7 +593,6 @@ lms_status_t interpose_refused_in_child(void)
     return LMS_ERR_UNSUPPORTED;
 }
 
-
 static void before_fork(void) { pthread_mutex_lock(&start_lock); }
 
 static void after_fork_parent(void) { pthread_mutex_unlock(&start_lock); }
@@ -760,9 +759,9 @@ static lms_status_t unknown_launch(layout_t *l, bool late)
  * twin) that it looked up by name, which is lms's (Note [Lookups by name]
  * in symbols.c), and the hooks pass calls made inside a hooked call
  * straight through (Note [One access per call] in interpose.c);
- * launch_nested notes that it happened (reaches_driver). When the layout of a runtime launch cannot
- * be learnt (its stub is not the runtime's, say), launch_access defers it,
- * once a runtime launch has been seen reaching a driver hook or when
+ * launch_nested notes that it happened (reaches_driver). When the layout
+ * of a runtime launch cannot be learnt (its stub is not the runtime's,
+ * say), launch_access defers it, once a runtime launch has been seen reaching a driver hook or when
  * LMS_UNKNOWN_LAUNCH lets unknown launches run anyway: the runtime hook
  * lets the call through with the hooks open, and the driver hook it
  * reaches claims it (deferred_from) and handles it as a launch of its own,

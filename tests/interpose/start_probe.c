@@ -66,7 +66,8 @@ int main(void)
     for (int i = 0; i < CALLS; i++) {
         CHECK(cuLaunchKernel((CUfunction)(uintptr_t)&f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) ==
                   CUDA_SUCCESS, "launch %d", i);
-        CHECK(cudaMemcpy(other, host, sizeof host, cudaMemcpyHostToHost) == cudaSuccess, "copy %d", i);
+        CHECK(cudaMemcpy(other, host, sizeof host, cudaMemcpyHostToHost) == cudaSuccess, "copy %d",
+              i);
         CHECK(cudaMemsetAsync(host, i, sizeof host, NULL) == cudaSuccess, "memset %d", i);
     }
     CHECK(fake_counts().launches - before == CALLS, "every launch went on to CUDA");
