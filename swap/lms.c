@@ -216,78 +216,9 @@ lms_status_t swap_sync_released(void)
     return LMS_OK;
 }
 
-/*
- * Note [Pin records]
- * An unpin must match a pin, as a free matches an allocation: lms.h says a
- * range stays pinned "until as many lms_unpin calls of the same range". The
- * chunks count pins, but a chunk cannot tell which range pinned it: checking
- * only that every chunk of an unpin's range was pinned let lms_unpin(p + 2
- * MiB, 16) release half of lms_pin(p, 4 MiB), after which the matching
- * unpin failed and the other half stayed pinned forever (issue 24). So each
- * pinned range is recorded, (offset, bytes) with a count, in S->pins.rec,
- * sorted; lms_unpin needs a record of exactly its range. An allocation
- * whose memory is released (or taken again by its stream) while pinned
- * loses its records and their chunk pins then: the free of pinned memory
- * unpins it, once the work queued before the free is done. The thread
- * caches, which reuse a freed slot without the lock, must never hold one:
- * while any range is pinned (tc_pin_records) frees take the locked path,
- * and there a pinned allocation's free is queued, not cached
- * (tc_free_locked, swap_pinned_at).
- */
-
-/* The index of the first record at or after (offset, bytes). */
-static size_t pin_index(size_t offset, size_t bytes)
-{
-    size_t lo = 0, hi = S->pins.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const pin_record_t *r = &S->pins.rec[mid];
-        if (r->offset < offset || (r->offset == offset && r->bytes < bytes))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* Whether record i is exactly (offset, bytes). */
-static bool pin_is(size_t i, size_t offset, size_t bytes)
-{
-    return i < S->pins.n && S->pins.rec[i].offset == offset && S->pins.rec[i].bytes == bytes;
-}
-
-/* Removes records [i, j), keeping the thread caches' count in step. */
-static void drop_pin_records(size_t i, size_t j)
-{
-    memmove(&S->pins.rec[i], &S->pins.rec[j], (S->pins.n - j) * sizeof *S->pins.rec);
-    S->pins.n -= j - i;
-    __atomic_store_n(&tc_pin_records, S->pins.n, __ATOMIC_RELAXED);
-}
-
-/* The allocation at [offset, offset + size) is released or reused: its
- * pins go (Note [Pin records]). */
-static void unpin_released(size_t offset, size_t size)
-{
-    if (S->pins.n == 0)
-        return;
-    size_t i = pin_index(offset, 0), j = i;
-    for (; j < S->pins.n && S->pins.rec[j].offset < offset + size; j++)
-        resid_unpin(S->pins.rec[j].offset, S->pins.rec[j].bytes, S->pins.rec[j].count);
-    drop_pin_records(i, j);
-}
-
-bool swap_pinned_at(size_t offset)
-{
-    size_t base, size;
-    if (S->pins.n == 0 || alloc_find(S->alloc, offset, &base, &size) != LMS_OK)
-        return false;
-    size_t i = pin_index(base, 0);
-    return i < S->pins.n && S->pins.rec[i].offset < base + size;
-}
-
 static void release_entry(pending_t *p)
 {
-    unpin_released(p->offset, p->size);
+    pins_released(&S->pins, p->offset, p->size);
     alloc_chunks_t freed;
     alloc_release(S->alloc, p->offset, &freed);
     resid_freed(freed);
@@ -466,8 +397,7 @@ static void destroy_state(void)
     for (size_t i = 0; i < S->streams.n; i++)
         free_stream(S->streams.slot[i]);
     events_destroy(&S->events);
-    base_meta_free(S->pins.rec);
-    __atomic_store_n(&tc_pin_records, 0, __ATOMIC_RELAXED);
+    pins_destroy(&S->pins);
     alloc_destroy(S->alloc);
     base_meta_free(S);
     S = NULL;
@@ -611,6 +541,7 @@ static lms_status_t init_locked(const swap_config_t *cfg)
     S = base_meta_calloc(1, sizeof *S);
     if (S == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory");
+    pins_init(&S->pins, &tc_pin_records, resid_unpin);
     static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
     pthread_once(&fork_once, register_fork_handlers);
     S->cfg = *cfg;
@@ -931,7 +862,7 @@ static lms_status_t malloc_locked(void **ptr, size_t size, lms_stream_t stream)
     deque_t *d = reusable(s, size, &index);
     if (d != NULL) { /* the fast path: this stream's own freed space */
         offset = dq_at(d, index)->offset;
-        unpin_released(offset, dq_at(d, index)->size);
+        pins_released(&S->pins, offset, dq_at(d, index)->size);
         dq_remove(d, index);
         alloc_revive(S->alloc, offset, size);
         *ptr = (void *)(uintptr_t)(S->base + offset);
@@ -985,7 +916,7 @@ static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size, bool ma
     if (cls < 0) /* policy/ learns when whole chunks die (in program order) */
         resid_free_event((alloc_chunks_t){offset / S->chunk, (size + S->chunk - 1) / S->chunk});
     if (s == NULL || S->streams.live == 1) {
-        unpin_released(offset, size);
+        pins_released(&S->pins, offset, size);
         alloc_chunks_t freed;
         alloc_release(S->alloc, offset, &freed);
         resid_freed(freed);
@@ -1420,22 +1351,12 @@ lms_status_t lms_pin(const void *ptr, size_t bytes)
     lms_range_t r = {ptr, bytes, LMS_WRITE};
     size_t offset = 0;
     bool record = st == LMS_OK && bytes > 0 && offset_of(ptr, &offset);
-    if (record && !swap_grow((void **)&S->pins.rec, &S->pins.cap, S->pins.n + 1,
-                             sizeof *S->pins.rec))
+    if (record && !pins_reserve(&S->pins))
         st = base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_pin: no host memory to record the pin");
     if (st == LMS_OK)
         st = resid_access("lms_pin", &r, 1, NULL, 0, 1);
-    if (st == LMS_OK && record) { /* Note [Pin records] */
-        size_t i = pin_index(offset, bytes);
-        if (pin_is(i, offset, bytes)) {
-            S->pins.rec[i].count++;
-        } else {
-            memmove(&S->pins.rec[i + 1], &S->pins.rec[i], (S->pins.n - i) * sizeof *S->pins.rec);
-            S->pins.rec[i] = (pin_record_t){offset, bytes, 1};
-            S->pins.n++;
-            __atomic_store_n(&tc_pin_records, S->pins.n, __ATOMIC_RELAXED);
-        }
-    }
+    if (st == LMS_OK && record) /* Note [Pin records] in pins.c */
+        pins_add(&S->pins, offset, bytes);
     leave();
     return st;
 }
@@ -1444,21 +1365,16 @@ lms_status_t lms_unpin(const void *ptr, size_t bytes)
 {
     enter();
     lms_status_t st = ensure();
-    size_t offset = 0, base, size, i = 0;
+    size_t offset = 0, base, size;
     bool live = st == LMS_OK && bytes > 0 && offset_of(ptr, &offset) &&
                 alloc_find(S->alloc, offset, &base, &size) == LMS_OK && offset - base <= size &&
                 bytes <= size - (offset - base);
     if (st == LMS_OK && !live)
         st = base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not a range of a live allocation",
                        ptr, bytes);
-    else if (st == LMS_OK && !pin_is(i = pin_index(offset, bytes), offset, bytes))
+    else if (st == LMS_OK && !pins_remove(&S->pins, offset, bytes)) /* Note [Pin records] in pins.c */
         st = base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not pinned: an unpin names a range "
                        "lms_pin pinned, as a free names an allocation", ptr, bytes);
-    if (st == LMS_OK) {
-        resid_unpin(offset, bytes, 1);
-        if (--S->pins.rec[i].count == 0)
-            drop_pin_records(i, i + 1);
-    }
     leave();
     return st;
 }

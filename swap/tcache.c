@@ -199,7 +199,7 @@ bool tc_free_locked(void *ptr, lms_stream_t stream)
     tc_bin_t *b = &t->bins[cls];
     if (off > b->floor)
         return false; /* above what was sent on: it goes on too, the caller queues it */
-    if (swap_pinned_at(off))
+    if (pins_at(&S->pins, S->alloc, off))
         return false; /* queued: its pins go when its memory is released */
     if (b->n == TC_BIN)
         (void)flush_bin(t, b, TC_BIN / 2);

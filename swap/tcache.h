@@ -39,7 +39,7 @@ typedef struct tcache {
 } tcache_t;
 
 HIDDEN extern size_t tc_small_max;     /* atomic: the largest request any cache serves */
-HIDDEN extern size_t tc_pin_records;   /* atomic: S->pins.n (Note [Pin records] in lms.c) */
+HIDDEN extern size_t tc_pin_records;   /* atomic: S->pins.n (Note [Pin records] in pins.c) */
 HIDDEN extern __thread tcache_t *tc_self; /* the calling thread's cache, or NULL */
 
 static inline bool keyed_here(const tcache_t *t, lms_stream_t stream)
@@ -107,7 +107,7 @@ static inline bool tc_free_unpinned(void *ptr, lms_stream_t stream)
 
 /* While anything is pinned, frees take the locked path: a pinned allocation
  * must not reach the cache, where its reuse would keep its pins (Note [Pin
- * records] in lms.c). */
+ * records] in pins.c). */
 static inline bool tc_free(void *ptr, lms_stream_t stream)
 {
     return __atomic_load_n(&tc_pin_records, __ATOMIC_RELAXED) == 0 &&
