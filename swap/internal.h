@@ -77,7 +77,7 @@ typedef struct state {
     holds_t holds;
     hostpool_t *host;
     policy_t *policy;             /* what to evict and fetch ahead (NULL with LMS_SWAP=0) */
-    size_t piece;                 /* chunks remapped and copied as one step (Note [Pipelined swaps]) */
+    size_t piece;                 /* chunks remapped and copied as one step (Note [Pipelined swaps] in window.c) */
     size_t resident, host_chunks, pinned, evicting; /* chunks */
     uint64_t host_entries;        /* times a chunk went to the host */
     lms_stats_t stats;
