@@ -23,6 +23,11 @@ lms_status_t events_take(events_t *ev, dev_event_t **out)
     return dev_event_create(ev->dev, out);
 }
 
+bool events_reserve(events_t *ev)
+{
+    return swap_grow((void **)&ev->free, &ev->capfree, ev->nfree + 1, sizeof *ev->free);
+}
+
 void events_recycle(events_t *ev, dev_event_t *e)
 {
     if (ev->waiters > 0) {

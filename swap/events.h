@@ -36,6 +36,15 @@ HIDDEN void events_destroy(events_t *ev);
 /* An unused event: from the pool, or new. */
 HIDDEN lms_status_t events_take(events_t *ev, dev_event_t **out);
 
+/* Makes room in the pool for one more event, so that an events_put of an
+ * event taken after it cannot fail. False without memory. */
+HIDDEN bool events_reserve(events_t *ev);
+
+/* Puts e back for reuse at once, into the room events_reserve made: for an
+ * event no thread waits on with the lock dropped (only streams, on the
+ * device), so that re-recording it harms nobody. */
+static inline void events_put(events_t *ev, dev_event_t *e) { ev->free[ev->nfree++] = e; }
+
 /* Puts an event whose record is done with back for reuse. While a thread
  * waits on events with the lock dropped, none may be re-recorded (it would
  * wait for unrelated work) or destroyed: they wait on the retired list, or,

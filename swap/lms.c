@@ -1,12 +1,12 @@
 /*
- * swap/lms.c — include/lms.h: init and shutdown, malloc and stream-ordered
- * frees, streams; residency (the block pool, fetch, evict, access) is in
- * residency.c. See swap.h and internal.h.
+ * swap/lms.c — include/lms.h: init and shutdown, malloc and frees;
+ * streams and stream-ordered frees are streams.c's (Note [Stream-ordered
+ * free] there), pin records pins.c's, residency (the block pool, fetch,
+ * evict, access) residency.c's and its neighbours'. See swap.h and
+ * internal.h.
  *
  * Owns (one state for the process, S, NULL while lms is not initialized):
  *   the device and the VA reservation; the placement (alloc/);
- *   streams   lms streams, each with its pending frees; see Note
- *             [Stream-ordered free]; an event pool for fences and copies.
  *   the timeline's start and end (LMS_TRACE: opened at init, finished at
  *             shutdown or exit; swap/trace.c writes it).
  *
@@ -16,66 +16,6 @@
  * which do not wait for streams, and no host function takes it. Every public
  * function that takes it first closes the calling thread's access window
  * (Note [Access windows] in residency.c).
- *
- * Note [Stream-ordered free]
- * lms_free(p, S) does not make p's space free at once: work queued on S
- * before the free may still use it. The allocation becomes "freed" (alloc.h)
- * and goes on S's pending list, tagged with S's epoch.
- *  - An allocation on S may reuse a pending entry of S of the same size class
- *    (or chunk count) at once: its work is queued after the free. This is the
- *    fast path of a training loop: no event, no device call. Of the newest
- *    LARGE_REUSE_SCAN such entries it takes the lowest address (Note
- *    [Placement repeats]). Small frees
- *    first wait in the freeing thread's cache, for that thread's allocations
- *    on S, without the lock (Note [Thread caches] in tcache.c).
- *  - For other streams, the space must wait until the work queued on S before
- *    the free has finished. lms records one event per batch of frees, not one
- *    per free (a "fence", covering every entry of the epochs before it), when
- *    S's unfenced frees pass a threshold or when an allocation elsewhere runs
- *    short. When a fence's event has completed, the entries it covers are
- *    released to alloc/ and become everyone's.
- *  - While lms has one stream only, nobody can race it: a free releases at
- *    once. A stream created later first waits, on the device, for an event
- *    recorded on every stream that exists, so none of its work can touch
- *    memory freed before it existed while that work still runs.
- *  - An allocation that finds no room fences every stream, releases what has
- *    completed, and as a last resort waits for the fences' events (never a
- *    device-wide synchronize, and with the lock dropped) before it reports
- *    out of memory. So an allocation may wait for work queued before a free
- *    on another stream; a program that holds such work back until the
- *    allocation returns deadlocks, as it would with PyTorch's allocator.
- *
- * Note [Placement repeats]
- * policy/ learns the sequence of chunks a training step touches, so a step
- * that allocates and frees the same tensors must get the same addresses as
- * the step before. Reusing the newest pending entry (a stack) did not do
- * that: a framework's step frees its activations in another order than it
- * allocated them, so the stack came out of each step permuted, and the
- * addresses rotated with a period of several steps (bench/model's
- * --dynamic MLP: a period of 4, and 50-60% more bytes moved at 1.25x than the
- * same model with static activations). Taking the lowest address of the
- * matching entries makes each choice depend on the set of pending entries
- * only, which a repeating step leaves the same. The thread caches still
- * reuse newest first (Note [Thread caches]): classes small enough for them
- * are packed many to a chunk, so a rotation among them moves less.
- *
- * Note [Free after all streams]
- * lms_free(p, LMS_ALL_STREAMS) is cudaFree's contract without its device
- * synchronize: p must not be reused before the work queued on any stream has
- * finished. The entry goes on the pending list of a stream that runs no work
- * (made at the first such free, in a slot of its own, and not counted in
- * live_streams): no allocation is ever made on it, so nothing reuses its
- * entries early, and each of its fences is recorded after it waited, on the
- * device, for an event on every other stream (order_after_all). So the
- * entries come back to everyone once all that work is done, by the usual
- * collect; the free itself never waits.
- *
- * Adopted streams (lms_stream_adopt) are the program's CUDA streams, which
- * lms uses as its own: accesses make them wait for fetches, evictions wait
- * for their work, frees on them are stream-ordered on them. The legacy
- * default stream stands for NULL, cudaStreamLegacy and cudaStreamPerThread
- * alike: waiting for the legacy stream covers the per-thread default streams
- * (both are blocking streams), so evictions are safe, at worst late.
  */
 #include <numa.h>
 #include <stdio.h>
@@ -85,8 +25,6 @@
 
 #include "swap/tcache.h"
 #include "swap/trace.h"
-
-#define LARGE_REUSE_SCAN 64 /* pending large entries of a stream looked at for reuse */
 
 pthread_mutex_t swap_lock = PTHREAD_MUTEX_INITIALIZER;
 state_t *S;
@@ -124,31 +62,6 @@ bool swap_grow(void **array, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-static bool dq_push(deque_t *d, pending_t p)
-{
-    if (d->len == d->cap) {
-        size_t cap = d->cap ? 2 * d->cap : 16;
-        pending_t *items = base_meta_alloc(cap * sizeof *items);
-        if (items == NULL)
-            return false;
-        for (size_t i = 0; i < d->len; i++)
-            items[i] = d->items[(d->head + i) & (d->cap - 1)];
-        base_meta_free(d->items);
-        *d = (deque_t){items, 0, d->len, cap};
-    }
-    d->items[(d->head + d->len++) & (d->cap - 1)] = p;
-    return true;
-}
-
-static pending_t *dq_at(deque_t *d, size_t i) { return &d->items[(d->head + i) & (d->cap - 1)]; }
-
-static void dq_remove(deque_t *d, size_t i) /* keeps the order */
-{
-    for (; i + 1 < d->len; i++)
-        *dq_at(d, i) = *dq_at(d, i + 1);
-    d->len--;
-}
-
 char *swap_fmt(uint64_t bytes, char *buf) { return base_format_size(bytes, buf, 32); }
 
 /* ---- streams and fences -------------------------------------------------------- */
@@ -157,154 +70,18 @@ static stream_t *find_stream(lms_stream_t handle) { return streams_find(&S->stre
 
 static lms_stream_t handle_of(size_t slot) { return streams_handle(slot, S->streams.generation_of[slot]); }
 
-static lms_status_t order_after_all(stream_t *s);
-static lms_status_t add_stream(uint64_t native, bool all, size_t *slot);
+static lms_status_t bad_stream(const char *op, lms_stream_t s) { return streams_bad_handle(op, s); }
 
-static lms_status_t bad_stream(const char *op, lms_stream_t s)
-{
-    return base_fail(LMS_ERR_INVALID, "%s: %p is not a live lms stream", op, (void *)s);
-}
+lms_status_t swap_sync_released(void) { return streams_sync_released(&S->streams); }
 
-/* Records a fence on s covering its frees so far, if it has unfenced ones. */
-static lms_status_t fence(stream_t *s)
+/* A pending free goes back to everyone (Note [Stream-ordered free] in
+ * streams.c): its pins go, alloc/ releases its space, residency its chunks. */
+static void release_freed(size_t offset, size_t size)
 {
-    if (s->unfenced_bytes == 0)
-        return LMS_OK;
-    if (!swap_grow((void **)&s->fences, &s->capfences, s->nfences + 1, sizeof *s->fences))
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory for a fence");
-    dev_event_t *e;
-    lms_status_t st = s->all ? order_after_all(s) : LMS_OK; /* Note [Free after all streams] */
-    if (st == LMS_OK)
-        st = events_take(&S->events, &e);
-    if (st == LMS_OK && (st = dev_event_record(S->dev, e, s->dev)) != LMS_OK)
-        events_recycle(&S->events, e);
-    if (st != LMS_OK)
-        return st;
-    s->fences[s->nfences++] = (fence_t){e, s->epoch};
-    s->epoch++;
-    s->unfenced_bytes = 0;
-    return LMS_OK;
-}
-
-/* Waits until the default stream has finished what was queued when the
- * frees released at once so far were made: until then a block of memory
- * freed that way must not be taken for another chunk (take_block unmaps, and
- * unmap does not wait for queued work). Each wait records an event of its
- * own: threads share the default stream, and one shared event, re-recorded
- * by another thread while this one waited unlocked, read "not ready" after
- * the wait (issue 24). */
-lms_status_t swap_sync_released(void)
-{
-    uint64_t upto = S->streams.released_at_once;
-    dev_event_t *e;
-    lms_status_t st = events_take(&S->events, &e);
-    if (st != LMS_OK)
-        return st;
-    if ((st = dev_event_record(S->dev, e, S->streams.slot[0]->dev)) == LMS_OK) {
-        events_wait_unlocked(&S->events, e);
-        /* the wait's own error shows again here; "not ready" after a wait
-         * on an event nobody else records is the device's failure */
-        if ((st = dev_event_query(S->dev, e)) == LMS_NOT_READY)
-            st = base_fail(LMS_ERR_DEVICE, "lms: the default stream's work was waited for "
-                                           "and is still not done");
-    }
-    events_recycle(&S->events, e);
-    if (st != LMS_OK)
-        return st;
-    if (S->streams.released_synced < upto)
-        S->streams.released_synced = upto;
-    return LMS_OK;
-}
-
-static void release_entry(pending_t *p)
-{
-    pins_released(&S->pins, p->offset, p->size);
+    pins_released(&S->pins, offset, size);
     alloc_chunks_t freed;
-    alloc_release(S->alloc, p->offset, &freed);
+    alloc_release(S->alloc, offset, &freed);
     resid_freed(freed);
-}
-
-/* Releases the entries of s covered by fences whose events have completed
- * (waiting for them if wait). */
-static lms_status_t collect(stream_t *s, bool wait)
-{
-    while (s->nfences > 0) {
-        fence_t f = s->fences[0];
-        lms_status_t st = wait ? dev_event_synchronize(S->dev, f.event)
-                               : dev_event_query(S->dev, f.event);
-        if (st == LMS_NOT_READY)
-            return LMS_OK;
-        if (st != LMS_OK)
-            return st;
-        for (int k = 0; k <= ALLOC_MAX_CLASSES; k++) {
-            deque_t *d = k < ALLOC_MAX_CLASSES ? &s->small[k] : &s->large;
-            while (d->len > 0 && dq_at(d, 0)->epoch <= f.epoch) {
-                release_entry(dq_at(d, 0));
-                d->head = (d->head + 1) & (d->cap - 1);
-                d->len--;
-            }
-        }
-        memmove(&s->fences[0], &s->fences[1], --s->nfences * sizeof *s->fences);
-        events_recycle(&S->events, f.event);
-    }
-    return LMS_OK;
-}
-
-/* Fences every stream if `fence_first`, then collects every stream. */
-static lms_status_t collect_all(bool fence_first, bool wait)
-{
-    lms_status_t st = LMS_OK;
-    for (size_t i = 0; i < S->streams.n && st == LMS_OK; i++) {
-        if (S->streams.slot[i] == NULL)
-            continue;
-        if (fence_first)
-            st = fence(S->streams.slot[i]);
-        if (st == LMS_OK)
-            st = collect(S->streams.slot[i], wait);
-    }
-    return st;
-}
-
-/* Waits, with the lock dropped, for the newest fence of every stream (a
- * stream's fences complete in order), 64 streams' at a time. The events stay
- * out of reuse meanwhile (recycle_event). Errors are left for the collect
- * that follows. */
-static void wait_for_fences(void)
-{
-    /* one waiter throughout: between two waits another thread may collect
-     * the next event, which must stay retired, not re-recorded, until this
-     * thread has waited on it too */
-    events_waiters_enter(&S->events);
-    for (size_t from = 0; from < S->streams.n;) { /* slots may come and go between batches */
-        dev_event_t *newest[64];
-        size_t n = 0;
-        for (; from < S->streams.n && n < 64; from++)
-            if (S->streams.slot[from] != NULL && S->streams.slot[from]->nfences > 0)
-                newest[n++] = S->streams.slot[from]->fences[S->streams.slot[from]->nfences - 1].event;
-        for (size_t i = 0; i < n; i++)
-            events_wait_unlocked(&S->events, newest[i]);
-    }
-    events_waiters_leave(&S->events);
-}
-
-/* A pending entry of s that an allocation of size may take over; the
- * pointer is valid until the deque changes. */
-static deque_t *reusable(stream_t *s, size_t size, size_t *index)
-{
-    int cls = alloc_class_of(S->alloc, size);
-    size_t chunks = (size + S->chunk - 1) / S->chunk;
-    deque_t *d = cls >= 0 ? &s->small[cls] : &s->large;
-    bool found = false;
-    for (size_t k = 0; k < d->len && k < LARGE_REUSE_SCAN; k++) { /* Note [Placement repeats] */
-        size_t i = d->len - 1 - k;
-        const pending_t *p = dq_at(d, i);
-        if ((cls >= 0 || (p->size + S->chunk - 1) / S->chunk == chunks) &&
-            (!found || p->offset < dq_at(d, *index)->offset)) {
-            *index = i;
-            found = true;
-        }
-    }
-    return found ? d : NULL;
 }
 
 /* ---- init and shutdown ---------------------------------------------------------- */
@@ -338,18 +115,6 @@ static size_t default_host_limit(int node)
     return (size_t)node_bytes / 2;
 }
 
-/* Frees a stream's host state (its device stream is the caller's). NULL ok. */
-static void free_stream(stream_t *s)
-{
-    if (s == NULL)
-        return;
-    for (int k = 0; k < ALLOC_MAX_CLASSES; k++)
-        base_meta_free(s->small[k].items);
-    base_meta_free(s->large.items);
-    base_meta_free(s->fences);
-    base_meta_free(s);
-}
-
 static void launch_stats(lms_stats_t *out);
 static void reset_launch_counts(void);
 
@@ -371,9 +136,7 @@ static void destroy_state(void)
     tc_invalidate(); /* before anything goes (lms.h: no call may run beside it) */
     resid_stop();
     /* the host pool goes first, so no copy may still use it */
-    for (size_t i = 0; i < S->streams.n; i++)
-        if (S->streams.slot[i] != NULL)
-            (void)dev_stream_synchronize(S->dev, S->streams.slot[i]->dev);
+    streams_drain(&S->streams);
     if (S->xfers.h2d != NULL)
         (void)dev_stream_synchronize(S->dev, S->xfers.h2d);
     if (S->xfers.d2h != NULL)
@@ -394,33 +157,13 @@ static void destroy_state(void)
     device_root = NULL;
     if (tracing)
         timeline_finish(&final);
-    for (size_t i = 0; i < S->streams.n; i++)
-        free_stream(S->streams.slot[i]);
+    streams_destroy(&S->streams);
     events_destroy(&S->events);
     pins_destroy(&S->pins);
     alloc_destroy(S->alloc);
     base_meta_free(S);
     S = NULL;
     tc_invalidate(); /* and the calling thread's cache forgets the state */
-}
-
-/* A new stream: lms's own, or (native != 0) the program's, adopted. */
-static lms_status_t new_stream(uint64_t native, stream_t **out)
-{
-    stream_t *s = base_meta_calloc(1, sizeof *s);
-    if (s == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_stream_create: no host memory");
-    s->native = native;
-    lms_status_t st = native != 0 ? dev_stream_adopt(S->dev, native, &s->dev)
-                                  : dev_stream_create(S->dev, DEV_PRIORITY_NORMAL, &s->dev);
-    if (st == LMS_OK && (st = dev_event_create(S->dev, &s->use_event)) != LMS_OK)
-        dev_stream_destroy(S->dev, s->dev);
-    if (st != LMS_OK) {
-        base_meta_free(s);
-        return st;
-    }
-    *out = s;
-    return LMS_OK;
 }
 
 static void print_stats(const lms_stats_t *t)
@@ -641,10 +384,10 @@ static lms_status_t init_locked(const swap_config_t *cfg)
         base_log(BASE_LOG_WARN, "LMS_VA_RESERVE=%s is less than the room for allocations (%s of "
                  "the device and host limits): allocations stop at the reserved range",
                  swap_fmt(va, a), swap_fmt(S->capacity * chunk, b));
-    S->streams.flush_bytes = S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
-    if ((st = new_stream(0, &S->streams.slot[0])) != LMS_OK)
+    size_t flush_bytes = S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
+    if ((st = streams_init(&S->streams, S->dev, &S->events, chunk, flush_bytes, release_freed)) !=
+        LMS_OK)
         goto fail;
-    S->streams.n = S->streams.live = 1;
     if (cfg->preallocate && (st = blocks_preallocate(&S->blocks)) != LMS_OK)
         goto fail;
     if (timeline_on) { /* the device's work from now on */
@@ -724,9 +467,9 @@ lms_status_t lms_empty_cache(void)
     if (st == LMS_OK) {
         tc_flush();
         tc_invalidate();
-        if ((st = collect_all(true, false)) == LMS_OK) {
-            wait_for_fences();
-            st = collect_all(false, false);
+        if ((st = streams_collect_all(&S->streams, true)) == LMS_OK) {
+            streams_wait_for_fences(&S->streams);
+            st = streams_collect_all(&S->streams, false);
         }
         while (st == LMS_OK && alloc_trim_one(S->alloc)) { /* kept empty slabs' addresses */
         }
@@ -857,13 +600,11 @@ static lms_status_t malloc_locked(void **ptr, size_t size, lms_stream_t stream)
     if (tc_malloc(ptr, size, stream))
         goto out;
     tc_ran_dry(size);
-    size_t offset = 0, index = 0;
+    size_t offset = 0, freed_size;
     no_room_t where = NO_ROOM_IN_LIMITS;
-    deque_t *d = reusable(s, size, &index);
-    if (d != NULL) { /* the fast path: this stream's own freed space */
-        offset = dq_at(d, index)->offset;
-        pins_released(&S->pins, offset, dq_at(d, index)->size);
-        dq_remove(d, index);
+    if (streams_reuse(&S->streams, s, alloc_class_of(S->alloc, size), size, &offset, &freed_size)) {
+        /* the fast path: this stream's own freed space */
+        pins_released(&S->pins, offset, freed_size);
         alloc_revive(S->alloc, offset, size);
         *ptr = (void *)(uintptr_t)(S->base + offset);
         goto out;
@@ -877,8 +618,8 @@ static lms_status_t malloc_locked(void **ptr, size_t size, lms_stream_t stream)
             tc_invalidate();
         }
         if (attempt == 2)
-            wait_for_fences();
-        lms_status_t collected = collect_all(attempt > 0, false);
+            streams_wait_for_fences(&S->streams);
+        lms_status_t collected = streams_collect_all(&S->streams, attempt > 0);
         while (attempt > 0 && alloc_trim_one(S->alloc)) { /* kept empty slabs' addresses */
         }
         st = place(size, &offset, &where);
@@ -908,31 +649,22 @@ static bool offset_of(const void *ptr, size_t *offset)
 
 /* Queues the freed allocation at offset on s (NULL: a stream destroyed since,
  * whose work is done), or releases it at once when nobody can race it (Note
- * [Stream-ordered free]). Fails only when the host has no memory for s's
- * pending list; the allocation is then still freed, and the caller's. */
+ * [Stream-ordered free] in streams.c); residency learns of its whole chunks'
+ * end. Fails only when the host has no memory for s's pending list; the
+ * allocation is then still freed, and the caller's. */
 static lms_status_t queue_freed(stream_t *s, size_t offset, size_t size, bool may_fence)
 {
     int cls = alloc_class_at(S->alloc, offset);
+    alloc_chunks_t own = {offset / S->chunk, (size + S->chunk - 1) / S->chunk};
     if (cls < 0) /* policy/ learns when whole chunks die (in program order) */
-        resid_free_event((alloc_chunks_t){offset / S->chunk, (size + S->chunk - 1) / S->chunk});
-    if (s == NULL || S->streams.live == 1) {
-        pins_released(&S->pins, offset, size);
-        alloc_chunks_t freed;
-        alloc_release(S->alloc, offset, &freed);
-        resid_freed(freed);
-        S->streams.released_at_once++;
-        return LMS_OK;
-    }
-    deque_t *d = cls >= 0 ? &s->small[cls] : &s->large;
-    if (!dq_push(d, (pending_t){offset, size, s->epoch}))
+        resid_free_event(own);
+    bool queued;
+    if (streams_queue(&S->streams, s, offset, size, cls, &queued) != LMS_OK)
         return LMS_ERR_OUT_OF_MEMORY;
-    if (cls < 0) /* its chunks are its own: their data is dead, never copied out */
-        resid_dead((alloc_chunks_t){offset / S->chunk, (size + S->chunk - 1) / S->chunk});
-    s->unfenced_bytes += size;
-    /* Let a stream that frees much give its memory back to everyone. A fence
-     * that cannot be recorded now is recorded when an allocation runs short. */
-    if (may_fence && s->unfenced_bytes >= S->streams.flush_bytes && fence(s) != LMS_OK)
-        base_log(BASE_LOG_DEBUG, "lms_free: fence deferred: %s", lms_last_error());
+    if (queued && cls < 0) /* its chunks are its own: their data is dead, never copied out */
+        resid_dead(own);
+    if (queued && may_fence)
+        streams_flush(&S->streams, s);
     return LMS_OK;
 }
 
@@ -954,19 +686,6 @@ lms_status_t lms_free(void *ptr, lms_stream_t stream)
     return free_locked(ptr, stream);
 }
 
-/* The all-streams stream, made on first use (Note [Free after all streams]). */
-static lms_status_t all_streams(stream_t **out)
-{
-    size_t i;
-    lms_status_t st = LMS_OK;
-    if (S->streams.all_slot == 0 && (st = add_stream(0, true, &i)) == LMS_OK)
-        S->streams.all_slot = i;
-    if (st != LMS_OK)
-        return base_fail(st, "lms_free(LMS_ALL_STREAMS): %s", lms_last_error());
-    *out = S->streams.slot[S->streams.all_slot];
-    return LMS_OK;
-}
-
 static lms_status_t free_locked(void *ptr, lms_stream_t stream)
 {
     enter();
@@ -974,7 +693,7 @@ static lms_status_t free_locked(void *ptr, lms_stream_t stream)
     bool all = stream == LMS_ALL_STREAMS;
     stream_t *s = S != NULL && !all ? find_stream(stream) : NULL;
     size_t offset = 0, size = 0;
-    if (S != NULL && all && offset_of(ptr, &offset) && (st = all_streams(&s)) != LMS_OK)
+    if (S != NULL && all && offset_of(ptr, &offset) && (st = streams_all(&S->streams, &s)) != LMS_OK)
         goto out;
     if (!all && s != NULL && tc_free_locked(ptr, stream)) /* Note [Thread caches] */
         goto out;
@@ -1052,52 +771,6 @@ lms_status_t lms_memory_info(size_t *free_bytes, size_t *total_bytes)
 
 /* ---- streams ------------------------------------------------------------------- */
 
-/* Makes the new stream s wait, on the device, for what every other stream has
- * queued so far (see Note [Stream-ordered free]). */
-static lms_status_t order_after_all(stream_t *s)
-{
-    if (!swap_grow((void **)&S->events.free, &S->events.capfree, S->events.nfree + 1, sizeof *S->events.free))
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory to order a stream after the others");
-    dev_event_t *e;
-    lms_status_t st = LMS_OK;
-    if (S->events.nfree > 0)
-        e = S->events.free[--S->events.nfree];
-    else if ((st = dev_event_create(S->dev, &e)) != LMS_OK)
-        return st;
-    for (size_t i = 0; i < S->streams.n && st == LMS_OK; i++)
-        if (S->streams.slot[i] != NULL && S->streams.slot[i] != s &&
-            (st = dev_event_record(S->dev, e, S->streams.slot[i]->dev)) == LMS_OK)
-            st = dev_stream_wait_event(S->dev, s->dev, e); /* waits on this record */
-    S->events.free[S->events.nfree++] = e; /* room was made above */
-    return st;
-}
-
-/* Makes a stream in the first free slot (see new_stream; `all`: the
- * all-streams one) and orders it after every other stream. */
-static lms_status_t add_stream(uint64_t native, bool all, size_t *slot)
-{
-    size_t i = 1;
-    while (i < S->streams.n && S->streams.slot[i] != NULL)
-        i++;
-    if (i == MAX_STREAMS)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "%u streams exist", MAX_STREAMS - 1);
-    lms_status_t st = new_stream(native, &S->streams.slot[i]);
-    if (st != LMS_OK)
-        return st;
-    S->streams.slot[i]->all = all;
-    if ((st = order_after_all(S->streams.slot[i])) != LMS_OK) {
-        dev_stream_destroy(S->dev, S->streams.slot[i]->dev);
-        free_stream(S->streams.slot[i]);
-        S->streams.slot[i] = NULL;
-        return st;
-    }
-    S->streams.live += !all;
-    if (i == S->streams.n)
-        S->streams.n++;
-    *slot = i;
-    return LMS_OK;
-}
-
 lms_status_t lms_stream_create(lms_stream_t *out)
 {
     if (out == NULL)
@@ -1105,28 +778,10 @@ lms_status_t lms_stream_create(lms_stream_t *out)
     enter();
     size_t i;
     lms_status_t st = ensure();
-    if (st == LMS_OK && (st = add_stream(0, false, &i)) == LMS_OK)
+    if (st == LMS_OK && (st = streams_create(&S->streams, &i)) == LMS_OK)
         *out = handle_of(i);
     leave();
     return st;
-}
-
-/* The key of a program's stream: NULL, cudaStreamLegacy (0x1) and
- * cudaStreamPerThread (0x2) are all the legacy default stream (Note [Free
- * after all streams]). */
-static uint64_t native_key(void *cuda_stream)
-{
-    uintptr_t h = (uintptr_t)cuda_stream;
-    return h <= 2 ? 1 : h;
-}
-
-/* The slot of the stream adopted for key; 0 if none. */
-static size_t adopted_slot(uint64_t key)
-{
-    for (size_t i = 1; i < S->streams.n; i++)
-        if (S->streams.slot[i] != NULL && S->streams.slot[i]->native == key)
-            return i;
-    return 0;
 }
 
 lms_status_t lms_stream_adopt(void *cuda_stream, lms_stream_t *out)
@@ -1134,10 +789,9 @@ lms_status_t lms_stream_adopt(void *cuda_stream, lms_stream_t *out)
     if (out == NULL)
         return base_fail(LMS_ERR_INVALID, "lms_stream_adopt: NULL output");
     enter();
-    uint64_t key = native_key(cuda_stream);
     size_t i = 0;
     lms_status_t st = ensure();
-    if (st == LMS_OK && (i = adopted_slot(key)) == 0 && (st = add_stream(key, false, &i)) != LMS_OK)
+    if (st == LMS_OK && (st = streams_adopt(&S->streams, cuda_stream, &i)) != LMS_OK)
         st = base_fail(st, "lms_stream_adopt(%p): %s", cuda_stream, lms_last_error());
     if (st == LMS_OK)
         *out = handle_of(i);
@@ -1150,7 +804,7 @@ static lms_status_t destroy_locked(lms_stream_t stream);
 lms_status_t lms_stream_unadopt(void *cuda_stream)
 {
     enter();
-    size_t i = S != NULL ? adopted_slot(native_key(cuda_stream)) : 0;
+    size_t i = S != NULL ? streams_adopted(&S->streams, cuda_stream) : 0;
     lms_status_t st = i != 0 ? destroy_locked(handle_of(i)) : LMS_OK;
     leave();
     return st;
@@ -1170,45 +824,9 @@ static lms_status_t destroy_locked(lms_stream_t stream)
     lms_status_t st = stream == NULL ? base_fail(LMS_ERR_INVALID,
                                                  "lms_stream_destroy: the default stream stays")
                       : s == NULL    ? bad_stream("lms_stream_destroy", stream)
-                                     : LMS_OK;
-    /* Its pending frees go back once its queued work is done: wait for that,
-     * with the lock dropped, then look the stream up again. */
-    for (int round = 0; st == LMS_OK && round < 100; round++) {
-        if ((st = fence(s)) != LMS_OK || s->nfences == 0)
-            break;
-        events_wait_unlocked(&S->events, s->fences[s->nfences - 1].event);
-        if ((s = find_stream(stream)) == NULL)
-            st = bad_stream("lms_stream_destroy", stream); /* destroyed meanwhile */
-        else
-            st = collect(s, false);
-    }
-    if (st == LMS_OK && s->nfences > 0)
-        st = base_fail(LMS_ERR_DEVICE, "lms_stream_destroy: frees keep arriving on the stream");
-    /* and every other piece of its work: evictions of chunks it used wait
-     * for its work through its slot, which will be gone */
-    dev_event_t *e = NULL;
-    if (st == LMS_OK && (st = events_take(&S->events, &e)) == LMS_OK &&
-        (st = dev_event_record(S->dev, e, s->dev)) == LMS_OK) {
-        events_wait_unlocked(&S->events, e);
-        if ((s = find_stream(stream)) == NULL)
-            st = bad_stream("lms_stream_destroy", stream);
-    }
-    if (e != NULL)
-        events_recycle(&S->events, e);
+                                     : streams_remove(&S->streams, stream);
     if (st == LMS_OK)
-        st = dev_stream_destroy(S->dev, s->dev);
-    if (st == LMS_OK) {
-        size_t i = ((uintptr_t)stream & 0xffff) - 1;
-        (void)dev_event_destroy(S->dev, s->use_event);
-        for (size_t k = 0; k < USE_RING; k++)
-            if (s->after[k] != NULL)
-                (void)dev_event_destroy(S->dev, s->after[k]);
-        free_stream(s);
-        S->streams.slot[i] = NULL;
-        S->streams.generation_of[i]++;
-        S->streams.live--;
         tc_invalidate(); /* caches keyed to it flush (Note [Thread caches]) */
-    }
     return st;
 }
 
@@ -1227,8 +845,6 @@ lms_status_t lms_stream_synchronize(lms_stream_t stream)
 
 /* ---- residency ----------------------------------------------------------------- */
 
-static int slot_of(lms_stream_t handle) { return streams_slot_of(handle); }
-
 lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t stream)
 {
     if (ranges == NULL || n == 0)
@@ -1239,7 +855,7 @@ lms_status_t lms_access_many(const lms_range_t *ranges, size_t n, lms_stream_t s
     if (st == LMS_OK && s == NULL)
         st = bad_stream("lms_access", stream);
     if (st == LMS_OK)
-        st = resid_access("lms_access", ranges, n, s, slot_of(stream), 0);
+        st = resid_access("lms_access", ranges, n, s, streams_slot_of(stream), 0);
     leave();
     return st;
 }
@@ -1277,7 +893,7 @@ static lms_status_t access_pointers(const char *op, const void *const *ptrs, boo
                                    per_pointer ? modes[i] : mode};
     }
     if (st == LMS_OK && m > 0)
-        st = resid_back(op, r, m, s, slot_of(stream), 0);
+        st = resid_back(op, r, m, s, streams_slot_of(stream), 0);
     leave();
     if (r != stack)
         base_meta_free(r);
