@@ -78,6 +78,7 @@
 #include "bench/bench.h"
 #include "bench/simulate.h"
 #include "policy/policy.h"
+#include "swap/config.h"
 
 #define MAX_FETCH 64          /* chunks asked of policy_prefetch at a time */
 #define VMM_UNMAP 0x80000000u /* a VMM queue entry's kind bit (chunk ids stay below) */
@@ -131,6 +132,7 @@ typedef struct model {
     policy_t *p;
     uint64_t chunk;
     uint32_t capacity, free_blocks;
+    uint32_t low, high; /* lms's reclaim watermarks for the capacity (reclaim) */
     uint32_t waiting;  /* blocks the prepared kernel still waits for */
     uint32_t evicting; /* evictions whose blocks are not yet free */
     chunk_t *c;
@@ -699,21 +701,23 @@ static void vdnn_offload(model_t *s, size_t j)
 /* lms's reclaim thread (swap/reclaim.c): while the free blocks and those
  * on their way out fall below a low watermark, evicts the victims policy/
  * names up to a high one, so that new data rarely waits for an eviction.
- * The watermarks are the capacity / 32 and / 16, or, while the schedule is
- * followed, what the events ahead need (policy_prefetch's blocks_ahead, at
- * least one). For lms's policies; vdnn has its own. */
+ * The watermarks are lms's for a device limit of the capacity (the capacity
+ * / 32 and / 16: Note [Resolved configuration], resolved by sim_run), or,
+ * while the schedule is followed, what the events ahead need
+ * (policy_prefetch's blocks_ahead, at least one). For lms's policies; vdnn
+ * has its own. */
 static uint32_t low_watermark(const model_t *s)
 {
     if (s->pol == SIM_SCHEDULE && policy_following(s->p))
         return s->blocks_ahead > 0 ? (uint32_t)s->blocks_ahead : 1;
-    return s->capacity / 32 > 0 ? s->capacity / 32 : 1;
+    return s->low;
 }
 
 static void reclaim(model_t *s)
 {
     uint32_t low = low_watermark(s), high = low;
     if (!(s->pol == SIM_SCHEDULE && policy_following(s->p)))
-        high = s->capacity / 16 > low ? s->capacity / 16 : low + 1;
+        high = s->high;
     if (s->pol == SIM_VDNN || s->free_blocks + s->evicting >= low)
         return;
     if (s->pol == SIM_SCHEDULE && policy_following(s->p)) {
@@ -833,6 +837,16 @@ sim_result_t sim_run(const sim_workload_t *w, const sim_iters_t *its, const sim_
                  .prep.op = -1,
                  .run.op = -1};
     s.plan = pol == SIM_VDNN && w->hints ? plan : NULL;
+    /* lms's reclaim watermarks for a device limit of the capacity, resolved
+     * as lms_init resolves them (the host limit plays no part in them, so
+     * none is given: swap is left false) */
+    size_t limit = (size_t)capacity * w->chunk_bytes;
+    swap_config_t lms_cfg = {.device_limit = limit};
+    swap_facts_t facts = {.free_bytes = limit, .total_bytes = limit, .granularity = w->chunk_bytes};
+    swap_resolved_t lms;
+    bench_check(swap_config_resolve(&lms_cfg, false, &facts, &lms), "swap_config_resolve");
+    s.low = (uint32_t)lms.low;
+    s.high = (uint32_t)lms.high;
     s.h2d = (link_t){.rate = cfg->h2d_gbps, .done_at = UINT64_MAX}; /* GB/s = bytes/ns */
     s.d2h = (link_t){.rate = cfg->d2h_gbps, .done_at = UINT64_MAX};
     s.c = sim_zalloc(w->nchunks, sizeof *s.c);

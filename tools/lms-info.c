@@ -5,7 +5,12 @@
  *
  *   lms-info            a table
  *   lms-info --json     one JSON line
- *   lms-info --options  the LMS_* settings as resolved, with their docs
+ *   lms-info --options  the LMS_* settings as parsed, with their docs, then
+ *                       the sizes lms would run with on this device and host
+ *                       (swap_config_resolve) and where each came from
+ *   lms-info --options --markdown
+ *                       the options table as README.md's "Settings" carries
+ *                       it; needs no device
  *   lms-info --probe    exit 0 if the device opens, else print why and exit 1
  *
  * The device is chosen by LMS_BACKEND / LMS_DEVICE / LMS_SIM_* (see --options).
@@ -17,6 +22,8 @@
 
 #include "base/base.h"
 #include "device/device.h"
+#include "swap/config.h"
+#include "swap/swap.h"
 
 #define COPY_REPS 5
 
@@ -171,12 +178,139 @@ static void print_option(const char *var, const char *value, const char *source,
     printf("%-22s %-10s %-8s %s\n", var, value, source, doc);
 }
 
+static void print_resolved(const char *var, uint64_t bytes, swap_origin_t from, void *arg)
+{
+    (void)arg;
+    char value[32];
+    printf("%-22s %-11s %s\n", var, base_format_size(bytes, value, sizeof value),
+           swap_origin_str(from));
+}
+
+/* The sizes lms would start with here: the options resolved on the device
+ * they choose, as lms_init resolves them. Exit status 1 when the device does
+ * not open or lms_init would refuse the settings, with why on stderr. */
+static int show_resolved(void)
+{
+    swap_config_t cfg;
+    swap_config_from_options(&cfg);
+    dev_device_t *dev;
+    if (dev_open(&cfg.device, &dev) != LMS_OK) {
+        fprintf(stderr, "lms-info: cannot open the device to resolve the sizes: %s\n",
+                lms_last_error());
+        return 1;
+    }
+    swap_facts_t facts = {.granularity = dev->info.granularity};
+    swap_resolved_t r;
+    lms_status_t st = dev_mem_info(dev, &facts.free_bytes, &facts.total_bytes);
+    if (st == LMS_OK && (st = swap_facts_host(dev->info.host_numa_node, &facts)) == LMS_OK)
+        st = swap_config_resolve(&cfg, true, &facts, &r);
+    if (st != LMS_OK) {
+        fprintf(stderr, "lms-info: the settings do not resolve: %s: %s\n", lms_status_str(st),
+                lms_last_error());
+        dev_close(dev);
+        return 1;
+    }
+    char free_b[32], total[32], chunk[32];
+    printf("\nsizes on %s \"%s\" (%s free of %s, chunks of %s):\n", dev->info.backend,
+           dev->info.name, base_format_size(facts.free_bytes, free_b, sizeof free_b),
+           base_format_size(facts.total_bytes, total, sizeof total),
+           base_format_size(facts.granularity, chunk, sizeof chunk));
+    swap_resolved_each(&r, print_resolved, NULL);
+    dev_close(dev);
+    return 0;
+}
+
+/* ---- the README's settings table (--options --markdown) --------------------------- */
+
+/* A table cell: s with '|' escaped. */
+static void cell(const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|')
+            putchar('\\');
+        putchar(*s);
+    }
+}
+
+/* "lo..hi" as words after a type: " ≥ lo", " ≤ hi", " lo to hi", or "". */
+static void range_cell(const char *range)
+{
+    const char *dots = range != NULL ? strstr(range, "..") : NULL;
+    if (dots == NULL)
+        return;
+    if (dots[2] == '\0')
+        printf(" ≥ %.*s", (int)(dots - range), range);
+    else if (dots == range)
+        printf(" ≤ %s", dots + 2);
+    else
+        printf(" %.*s to %s", (int)(dots - range), range, dots + 2);
+}
+
+/* The words of "a|b|c" as "`a`, `b` or `c`". */
+static void choices_cell(const char *choices)
+{
+    for (const char *w = choices; *w != '\0';) {
+        size_t n = strcspn(w, "|");
+        printf("`%.*s`", (int)n, w);
+        w += n + (w[n] == '|');
+        if (*w != '\0')
+            printf("%s", strchr(w, '|') != NULL ? ", " : " or ");
+    }
+}
+
+static void markdown_row(const char *field, const char *type, const char *def,
+                         const char *choices, const char *doc)
+{
+    printf("| `LMS_");
+    for (const char *c = field; *c; c++)
+        putchar(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+    printf("` | ");
+    if (strcmp(type, "size") == 0)
+        printf("size");
+    else if (strcmp(type, "double") == 0)
+        printf("number");
+    else if (strcmp(type, "int") == 0)
+        printf("integer");
+    else if (strcmp(type, "bool") == 0)
+        printf("`0` or `1`");
+    else if (strcmp(type, "choice") == 0)
+        choices_cell(choices);
+    else
+        printf("file");
+    if (strcmp(type, "double") == 0 || strcmp(type, "int") == 0)
+        range_cell(choices);
+    printf(" | ");
+    if (def[0] != '\0') {
+        putchar('`');
+        cell(def);
+        putchar('`');
+    } else {
+        printf("(none)");
+    }
+    printf(" | ");
+    cell(doc);
+    printf(" |\n");
+}
+
+/* The options table, LMS_OPTIONS, as README.md carries it: a CTest
+ * (tools.readme_settings) diffs the two. */
+static void print_markdown(void)
+{
+    printf("| variable | type | default | meaning |\n| --- | --- | --- | --- |\n");
+#define MARKDOWN_ROW(field, type, def, choices, doc) markdown_row(#field, #type, def, choices, doc);
+    LMS_OPTIONS(MARKDOWN_ROW)
+#undef MARKDOWN_ROW
+}
+
 static void usage(FILE *out)
 {
-    fputs("usage: lms-info [--json | --options | --probe]\n"
+    fputs("usage: lms-info [--json | --options [--markdown] | --probe]\n"
           "  (no option)  the device lms would use, and its measured copy bandwidth\n"
           "  --json       the same as one JSON line\n"
-          "  --options    the LMS_* settings as resolved, with where each came from\n"
+          "  --options    the LMS_* settings as parsed, with where each came from, then the\n"
+          "               sizes lms would start with on this device, with where each came from\n"
+          "  --options --markdown\n"
+          "               the settings table of README.md, from the options table\n"
           "  --probe      exit 0 if the device opens, else print why and exit 1\n",
           out);
 }
@@ -184,10 +318,16 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    if (argc > 2 || (argc == 2 && strcmp(mode, "--json") && strcmp(mode, "--options") &&
-                     strcmp(mode, "--probe") && strcmp(mode, "--help"))) {
+    bool markdown = argc == 3 && strcmp(mode, "--options") == 0 && strcmp(argv[2], "--markdown") == 0;
+    if ((argc > 2 && !markdown) ||
+        (argc == 2 && strcmp(mode, "--json") && strcmp(mode, "--options") &&
+         strcmp(mode, "--probe") && strcmp(mode, "--help"))) {
         usage(stderr);
         return 2;
+    }
+    if (markdown) {
+        print_markdown();
+        return 0;
     }
     if (strcmp(mode, "--help") == 0) {
         usage(stdout);
@@ -196,7 +336,7 @@ int main(int argc, char **argv)
     if (strcmp(mode, "--options") == 0) {
         printf("%-22s %-10s %-8s %s\n", "variable", "value", "from", "meaning");
         base_options_each(print_option, NULL);
-        return 0;
+        return show_resolved();
     }
     dev_device_t *dev;
     if (dev_open(NULL, &dev) != LMS_OK) {
