@@ -1,5 +1,6 @@
 /*
- * swap/internal.h — the state lms.c and residency.c share. Not an interface:
+ * swap/internal.h — the state swap/'s files share: S, the composition of
+ * the modules' structs, and the calls between files. Not an interface:
  * everything here is guarded by swap_lock (see lms.c), and every function
  * declared here assumes the caller holds it.
  */
@@ -91,6 +92,8 @@ HIDDEN extern state_t *S;
 HIDDEN extern pthread_mutex_t swap_lock;
 
 /* lms.c */
+/* streams_sync_released of S's streams (Note [Stream-ordered free] in
+ * streams.c). */
 HIDDEN lms_status_t swap_sync_released(void);
 /* The cached allocation at offset (live: its flag), freed on stream handle (a pending free of
  * it, or released at once when it is the only stream or gone); fails, with
@@ -100,6 +103,19 @@ HIDDEN lms_status_t swap_sync_released(void);
  * caches] in tcache.c). */
 HIDDEN lms_status_t swap_free_cached(lms_stream_t handle, size_t offset, alloc_flag_t *live,
                                      bool may_fence);
+/* The launch hooks' counts (lms_note_launch) into *out, lms_stats's fields;
+ * and their zeroing, at each start. These take no lock. */
+HIDDEN void swap_launch_stats(lms_stats_t *out);
+HIDDEN void swap_launch_reset(void);
+
+/* init.c: lms's start and end. */
+/* Starts lms with cfg; S is NULL before, and after a failure. */
+HIDDEN lms_status_t swap_init_locked(const swap_config_t *cfg);
+/* swap_init_locked with the options' configuration, lms_set_device_fraction's
+ * fraction (0: none) and, if no_swapping (lms_forbid_swapping), no swapping. */
+HIDDEN lms_status_t swap_init_from_options(double device_fraction, bool no_swapping);
+/* Ends lms, if it is running: S is NULL after. */
+HIDDEN void swap_destroy_locked(void);
 
 /* tcache.c: Note [Thread caches]. These assume the lock; the lock-free
  * calls are inline in swap/tcache.h. */

@@ -1,39 +1,34 @@
 /*
- * swap/lms.c — include/lms.h: init and shutdown, malloc and frees;
- * streams and stream-ordered frees are streams.c's (Note [Stream-ordered
- * free] there), pin records pins.c's, residency (the block pool, fetch,
- * evict, access) residency.c's and its neighbours'. See swap.h and
- * internal.h.
+ * swap/lms.c — include/lms.h's functions and swap.h's. Each takes the lock,
+ * checks its arguments and calls the module whose work it is:
+ *   init.c      start and end (S from NULL and back), exit and fork;
+ *   streams.c   streams and stream-ordered frees (Note [Stream-ordered
+ *               free] there);
+ *   pins.c      the pin records (Note [Pin records] there);
+ *   tcache.c    the thread caches (Note [Thread caches] there), whose
+ *               lock-free calls come first in lms_malloc and lms_free;
+ *   residency   residency.c, window.c, evict.c, prefetch.c, reclaim.c: the
+ *               block pool, fetch, evict, access windows, the reclaim thread;
+ *   alloc/      placement.
+ * What is left here is malloc's own: placing within the capacity, the order
+ * of its retries, and its out-of-memory message.
  *
- * Owns (one state for the process, S, NULL while lms is not initialized):
- *   the device and the VA reservation; the placement (alloc/);
- *   the timeline's start and end (LMS_TRACE: opened at init, finished at
- *             shutdown or exit; swap/trace.c writes it).
+ * Owns S, the one state of the process (NULL while lms is not running; the
+ * composition of the modules' structs, internal.h), and its lock.
  *
- * Lock: `swap_lock` guards all of it, and init and shutdown. Public functions
+ * Lock: `swap_lock` guards all of S, and init and shutdown. Public functions
  * take it; static ones assume it. It is never held while waiting for a stream
- * (waits drop it first: swap_wait_unlocked); it is held across map and unmap,
- * which do not wait for streams, and no host function takes it. Every public
- * function that takes it first closes the calling thread's access window
- * (Note [Access windows] in residency.c).
+ * (waits drop it first: events_wait_unlocked); it is held across map and
+ * unmap, which do not wait for streams, and no host function takes it. Every
+ * public function that takes it first closes the calling thread's access
+ * window (Note [Access windows] in window.c).
  */
-#include <numa.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include <stdint.h>
 
 #include "swap/tcache.h"
-#include "swap/trace.h"
 
 pthread_mutex_t swap_lock = PTHREAD_MUTEX_INITIALIZER;
 state_t *S;
-static uint64_t generations; /* of initializations, ever */
-/* S->dev where LeakSanitizer looks: S lives in the metadata arena, which it
- * does not scan, so a program that exits with lms running (which may) had
- * the device, libc memory, reported leaked whenever no stale copy of the
- * pointer happened to be left on a thread's stack. */
-static dev_device_t *volatile device_root;
 
 /* Takes the lock and ends the calling thread's access window. */
 static void enter(void)
@@ -45,386 +40,28 @@ static void enter(void)
 
 static void leave(void) { pthread_mutex_unlock(&swap_lock); }
 
-/* ---- small helpers -------------------------------------------------------------- */
-
-bool swap_grow(void **array, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    size_t cap2 = *cap ? *cap * 2 : 16;
-    while (cap2 < need)
-        cap2 *= 2;
-    void *p = base_meta_realloc(*array, cap2 * elem);
-    if (p == NULL)
-        return false;
-    *array = p;
-    *cap = cap2;
-    return true;
-}
-
-char *swap_fmt(uint64_t bytes, char *buf) { return base_format_size(bytes, buf, 32); }
-
-/* ---- streams and fences -------------------------------------------------------- */
+/* ---- helpers ------------------------------------------------------------------- */
 
 static stream_t *find_stream(lms_stream_t handle) { return streams_find(&S->streams, handle); }
 
-static lms_stream_t handle_of(size_t slot) { return streams_handle(slot, S->streams.generation_of[slot]); }
+static lms_stream_t handle_of(size_t slot)
+{
+    return streams_handle(slot, S->streams.generation_of[slot]);
+}
 
 static lms_status_t bad_stream(const char *op, lms_stream_t s) { return streams_bad_handle(op, s); }
 
 lms_status_t swap_sync_released(void) { return streams_sync_released(&S->streams); }
 
-/* A pending free goes back to everyone (Note [Stream-ordered free] in
- * streams.c): its pins go, alloc/ releases its space, residency its chunks. */
-static void release_freed(size_t offset, size_t size)
-{
-    pins_released(&S->pins, offset, size);
-    alloc_chunks_t freed;
-    alloc_release(S->alloc, offset, &freed);
-    resid_freed(freed);
-}
-
 /* ---- init and shutdown ---------------------------------------------------------- */
 
-void swap_config_from_options(swap_config_t *cfg)
-{
-    const base_options_t *o = base_options();
-    *cfg = (swap_config_t){
-        .device_limit = o->device_limit,
-        .host_limit = o->host_limit,
-        .va_reserve = o->va_reserve,
-        .large_threshold = o->large_threshold,
-        .preallocate = o->preallocate != 0,
-        .swap = o->swap != 0,
-        .reclaim_low = o->reclaim_low,
-        .reclaim_high = o->reclaim_high,
-        .thread_cache = o->thread_cache,
-        .swap_piece = o->swap_piece,
-        .stats_at_exit = o->stats != 0,
-        .policy_lru = strcmp(o->policy, "lru") == 0,
-        .trace_path = o->trace,
-    };
-    dev_config_from_options(&cfg->device);
-}
-
-static size_t default_host_limit(int node)
-{
-    long long node_bytes = node >= 0 && numa_available() >= 0 ? numa_node_size64(node, NULL) : -1;
-    if (node_bytes <= 0)
-        node_bytes = (long long)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-    return (size_t)node_bytes / 2;
-}
-
-static void launch_stats(lms_stats_t *out);
-static void reset_launch_counts(void);
-
-/* The stats for the timeline's end: lms_stats's, or what there is of a
- * start that failed before its placement existed. */
-static void final_stats(lms_stats_t *out)
-{
-    if (S->alloc != NULL)
-        resid_stats(out);
-    else
-        *out = S->stats;
-    launch_stats(out);
-}
-
-static void destroy_state(void)
-{
-    if (S == NULL)
-        return;
-    tc_invalidate(); /* before anything goes (lms.h: no call may run beside it) */
-    resid_stop();
-    /* the host pool goes first, so no copy may still use it */
-    streams_drain(&S->streams);
-    if (S->xfers.h2d != NULL)
-        (void)dev_stream_synchronize(S->dev, S->xfers.h2d);
-    if (S->xfers.d2h != NULL)
-        (void)dev_stream_synchronize(S->dev, S->xfers.d2h);
-    /* the timeline ends with the stats as they are now, once the device has
-     * reported all its work (the observer's replacement waits for that) and
-     * can report no more (closed) */
-    bool tracing = timeline_on;
-    lms_stats_t final;
-    if (tracing) {
-        final_stats(&final);
-        if (dev_set_observer(S->dev, NULL, NULL) != LMS_OK)
-            base_log(BASE_LOG_DEBUG, "LMS_TRACE: the last device work may be missing: %s",
-                     lms_last_error());
-    }
-    resid_destroy();
-    dev_close(S->dev); /* destroys the streams and events, unmaps, releases every block */
-    device_root = NULL;
-    if (tracing)
-        timeline_finish(&final);
-    streams_destroy(&S->streams);
-    events_destroy(&S->events);
-    pins_destroy(&S->pins);
-    alloc_destroy(S->alloc);
-    base_meta_free(S);
-    S = NULL;
-    tc_invalidate(); /* and the calling thread's cache forgets the state */
-}
-
-static void print_stats(const lms_stats_t *t)
-{
-    char a[32], b[32], c[32], d[32], e[32];
-    fprintf(stderr,
-            "lms stats: %s fetched (%llu chunks), %s evicted (%llu chunks), %llu clean drops, "
-            "%.3f s callers waited for device memory, peak resident %s of %s, %s on host now, "
-            "%llu out-of-memory failures\n",
-            swap_fmt(t->bytes_h2d, a), (unsigned long long)t->fetches, swap_fmt(t->bytes_d2h, b),
-            (unsigned long long)t->evictions, (unsigned long long)t->clean_drops,
-            (double)t->stall_ns / 1e9, swap_fmt(t->peak_resident_bytes, c),
-            swap_fmt(t->device_limit, d), swap_fmt(t->host_bytes, e), (unsigned long long)t->ooms);
-    if (t->launches > 0)
-        fprintf(stderr, "lms stats: %llu kernel launches seen, %llu with no lms pointer, %llu "
-                        "whose parameter layout was unknown\n",
-                (unsigned long long)t->launches, (unsigned long long)t->launches_without_lms,
-                (unsigned long long)t->launches_unknown);
-}
-
-/* The lock for an atexit handler of setting `what`. Another thread may be
- * inside lms at exit, or stopped in it for good holding the lock: it is
- * waited for a second at most, else false, saying what is `left` undone. */
-static bool lock_at_exit(const char *what, const char *left)
-{
-    for (int tries = 0; pthread_mutex_trylock(&swap_lock) != 0; tries++) {
-        if (tries == 1000) {
-            base_log(BASE_LOG_WARN, "%s: another thread was inside lms at exit: %s", what, left);
-            return false;
-        }
-        usleep(1000);
-    }
-    return true;
-}
-
-static void stats_at_exit(void)
-{
-    if (!lock_at_exit("LMS_STATS", "no stats are printed"))
-        return;
-    if (S != NULL && S->cfg.stats_at_exit) {
-        lms_stats_t t;
-        resid_stats(&t);
-        launch_stats(&t);
-        print_stats(&t);
-    }
-    pthread_mutex_unlock(&swap_lock);
-}
-
-static void register_stats_at_exit(void) { atexit(stats_at_exit); }
-
-/* At exit with lms still running, the timeline ends with the stats of then
- * (work still on the device is not in it); without the lock (lock_at_exit)
- * the file is left unfinished, as by a crash. */
-static void timeline_at_exit(void)
-{
-    if (!lock_at_exit("LMS_TRACE", "the timeline is left unfinished"))
-        return;
-    if (S != NULL && timeline_on) {
-        lms_stats_t t;
-        final_stats(&t);
-        timeline_finish(&t);
-    }
-    pthread_mutex_unlock(&swap_lock);
-}
-
-static void register_timeline_at_exit(void) { atexit(timeline_at_exit); }
-
-/*
- * Note [Fork]
- * A process forked after lms started gets a copy of lms's tables but none
- * of its threads (the reclaim thread, the sim's streams) and no device:
- * CUDA cannot be used in the child of a process that initialized it. In the
- * child, lms is as if never started and cannot start: what would start it
- * fails with LMS_ERR_UNSUPPORTED and says why, and the parent's pointers
- * are not lms's (the copied tables are left alone: copy-on-write, they
- * cost the child nothing untouched). A child forked before lms started may
- * start it. fork waits for the lms calls in progress on other threads, so
- * that the child finds the lock free: its handlers (pthread_atfork,
- * registered at the first start, after jemalloc's, so that jemalloc's
- * locks are still free while lms's are waited for) take swap_lock before
- * and release it after, on both sides.
- */
-static bool forked_after_start;
-
-static void before_fork(void) { pthread_mutex_lock(&swap_lock); }
-
-static void after_fork_parent(void) { pthread_mutex_unlock(&swap_lock); }
-
-static void after_fork_child(void)
-{
-    if (S != NULL) {
-        forked_after_start = true;
-        S = NULL;
-        tc_invalidate();
-    }
-    if (timeline_on)
-        timeline_forget(); /* the parent's file and buffer */
-    pthread_mutex_unlock(&swap_lock);
-}
-
-static void register_fork_handlers(void)
-{
-    if (pthread_atfork(before_fork, after_fork_parent, after_fork_child) != 0)
-        base_log(BASE_LOG_WARN, "pthread_atfork failed: a fork during an lms call may leave "
-                                "the child's lms locked");
-}
-
-/* The most address space lms reserves: x86-64's user half (4-level pages). */
-#define VA_MAX ((size_t)1 << 47)
-
-static lms_status_t init_locked(const swap_config_t *cfg)
-{
-    char a[32], b[32], c[32];
-    if (forked_after_start)
-        return base_fail(LMS_ERR_UNSUPPORTED,
-                         "lms: this process was forked after lms started in its parent: lms "
-                         "cannot start in it (nor can CUDA), and the parent's memory is not its");
-    S = base_meta_calloc(1, sizeof *S);
-    if (S == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory");
-    pins_init(&S->pins, &tc_pin_records, resid_unpin);
-    static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-    pthread_once(&fork_once, register_fork_handlers);
-    S->cfg = *cfg;
-    S->generation = ++generations;
-    reset_launch_counts();
-    lms_status_t st = dev_open(&cfg->device, &S->dev);
-    if (st != LMS_OK) {
-        base_meta_free(S);
-        S = NULL;
-        return st;
-    }
-    device_root = S->dev;
-    events_init(&S->events, S->dev, &swap_lock);
-    if (cfg->trace_path != NULL && cfg->trace_path[0] != '\0' &&
-        (st = timeline_open(cfg->trace_path, &S->dev->info, &cfg->device)) != LMS_OK)
-        goto fail;
-    size_t chunk = S->chunk = S->dev->info.granularity, free_b, total;
-    if ((st = dev_mem_info(S->dev, &free_b, &total)) != LMS_OK)
-        goto fail;
-    bool by_fraction = cfg->device_fraction > 0;
-    size_t limit = by_fraction ? (size_t)(cfg->device_fraction * (double)total) : cfg->device_limit;
-    if (limit == 0 && !by_fraction) /* not set; a fraction that gives 0 bytes fails below */
-        limit = free_b - (free_b / 8 < 512 * BASE_MiB ? free_b / 8 : 512 * BASE_MiB);
-    if (limit > free_b) {
-        base_log(BASE_LOG_WARN, "%s=%s is more than the device's free memory (%s); using %s",
-                 by_fraction ? "lms_set_device_fraction's limit" : "LMS_DEVICE_LIMIT",
-                 swap_fmt(limit, a), swap_fmt(free_b, b), b);
-        limit = free_b;
-    }
-    S->budget = limit / chunk;
-    if (S->budget == 0) {
-        char what[64];
-        if (by_fraction)
-            snprintf(what, sizeof what, "lms_set_device_fraction(%g)", cfg->device_fraction);
-        st = base_fail(LMS_ERR_INVALID, "lms_init: the device limit %s (%s) is less than one "
-                       "chunk (%s)", swap_fmt(limit, a), by_fraction ? what : "LMS_DEVICE_LIMIT",
-                       swap_fmt(chunk, b));
-        goto fail;
-    }
-    S->host_limit = !cfg->swap      ? 0
-                    : cfg->host_limit ? cfg->host_limit
-                                      : default_host_limit(S->dev->info.host_numa_node);
-    /* Pinned host memory is the machine's: a limit beyond it cannot be met,
-     * and 4 x it as the default reserve asked for tables of billions of
-     * chunks (LMS_HOST_LIMIT=2^63, the settings sweep) */
-    size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
-    if (S->host_limit > ram) {
-        st = base_fail(LMS_ERR_INVALID, "lms_init: LMS_HOST_LIMIT=%s is more than this machine's "
-                       "memory (%s)", swap_fmt(S->host_limit, a), swap_fmt(ram, b));
-        goto fail;
-    }
-    if (cfg->va_reserve > VA_MAX) {
-        st = base_fail(LMS_ERR_INVALID, "lms_init: LMS_VA_RESERVE=%s is more than lms reserves "
-                       "(%s, the user address space of x86-64)", swap_fmt(cfg->va_reserve, a),
-                       swap_fmt(VA_MAX, b));
-        goto fail;
-    }
-    size_t room = S->budget * chunk + S->host_limit; /* device memory + RAM at most: no wrap */
-    size_t va = cfg->va_reserve ? cfg->va_reserve : 4 * room < VA_MAX ? 4 * room : VA_MAX;
-    if (va / chunk >= UINT32_MAX) /* chunk ids are 32 bits (a sim of 4 KiB blocks) */
-        va = (size_t)(UINT32_MAX - 1) * chunk;
-    va = (va + chunk - 1) / chunk * chunk;
-    if (va < S->budget * chunk) {
-        base_log(BASE_LOG_WARN, "LMS_VA_RESERVE=%s is less than the device limit (%s); "
-                 "reserving %s", swap_fmt(cfg->va_reserve, a), swap_fmt(S->budget * chunk, b),
-                 b);
-        va = S->budget * chunk;
-    }
-    S->nchunks = va / chunk;
-    S->va_size = va;
-    if ((st = dev_va_reserve(S->dev, va, &S->base)) != LMS_OK) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", lms_last_error());
-        st = base_fail(st, "lms_init: %s of addresses cannot be reserved (%s): %s", swap_fmt(va, a),
-                       cfg->va_reserve ? "LMS_VA_RESERVE" : "4 x (LMS_DEVICE_LIMIT + LMS_HOST_LIMIT)",
-                       why);
-        goto fail;
-    }
-    alloc_config_t ac = {.chunk_size = chunk, .nchunks = S->nchunks,
-                         .large_threshold = cfg->large_threshold};
-    if (!alloc_large_threshold_ok(chunk, ac.large_threshold)) { /* known only now */
-        base_log(BASE_LOG_WARN, "LMS_LARGE_THRESHOLD=%zu: must be 4 KiB..16 chunks (%zu bytes); "
-                 "using the default, 8 chunks", ac.large_threshold, 16 * chunk);
-        ac.large_threshold = 0;
-    }
-    if ((st = alloc_create(&ac, &S->alloc)) != LMS_OK)
-        goto fail;
-    if ((st = resid_init()) != LMS_OK)
-        goto fail;
-    /* Whatever is allocated must have somewhere to be; and swapping needs
-     * room to turn: a chunk goes out before another comes in, and the
-     * reclaim thread keeps `high` blocks free, whose data is then on the
-     * host. So that much of the host limit is not for allocations. */
-    size_t host_chunks = S->host_limit / chunk;
-    S->capacity = S->budget + (host_chunks > S->rc.high ? host_chunks - S->rc.high : 0);
-    if (cfg->va_reserve && S->nchunks < S->capacity)
-        base_log(BASE_LOG_WARN, "LMS_VA_RESERVE=%s is less than the room for allocations (%s of "
-                 "the device and host limits): allocations stop at the reserved range",
-                 swap_fmt(va, a), swap_fmt(S->capacity * chunk, b));
-    size_t flush_bytes = S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
-    if ((st = streams_init(&S->streams, S->dev, &S->events, chunk, flush_bytes, release_freed)) !=
-        LMS_OK)
-        goto fail;
-    if (cfg->preallocate && (st = blocks_preallocate(&S->blocks)) != LMS_OK)
-        goto fail;
-    if (timeline_on) { /* the device's work from now on */
-        timeline_copy_streams(S->xfers.h2d, S->xfers.d2h);
-        if ((st = dev_set_observer(S->dev, timeline_device_work, NULL)) != LMS_OK)
-            goto fail;
-        static pthread_once_t once = PTHREAD_ONCE_INIT;
-        pthread_once(&once, register_timeline_at_exit);
-    }
-    base_log(BASE_LOG_INFO, "%s device %s: limit %s, host limit %s, %s reserved at 0x%llx",
-             S->dev->info.backend, S->dev->info.name, swap_fmt(S->budget * chunk, a),
-             swap_fmt(S->host_limit, c), swap_fmt(va, b), (unsigned long long)S->base);
-    if (cfg->swap)
-        resid_start();
-    if (cfg->stats_at_exit) {
-        static pthread_once_t once = PTHREAD_ONCE_INIT;
-        pthread_once(&once, register_stats_at_exit);
-    }
-    return LMS_OK;
-fail:
-    destroy_state();
-    return st;
-}
-
-/* Initializes from the options if needed. Caller holds the lock. */
 static double device_fraction; /* lms_set_device_fraction's, for every later start */
 static bool no_swapping;       /* lms_forbid_swapping was called */
 
+/* Starts lms from the options if it is not running. */
 static lms_status_t ensure(void)
 {
-    if (S != NULL)
-        return LMS_OK;
-    swap_config_t cfg;
-    swap_config_from_options(&cfg);
-    cfg.device_fraction = device_fraction;
-    cfg.swap = cfg.swap && !no_swapping;
-    return init_locked(&cfg);
+    return S != NULL ? LMS_OK : swap_init_from_options(device_fraction, no_swapping);
 }
 
 lms_status_t lms_forbid_swapping(void)
@@ -494,7 +131,7 @@ lms_status_t swap_init(const swap_config_t *cfg)
         return base_fail(LMS_ERR_INVALID, "swap_init: NULL config");
     pthread_mutex_lock(&swap_lock);
     lms_status_t st = S != NULL ? base_fail(LMS_ERR_INVALID, "swap_init: lms is initialized already")
-                                : init_locked(cfg);
+                                : swap_init_locked(cfg);
     pthread_mutex_unlock(&swap_lock);
     return st;
 }
@@ -502,7 +139,7 @@ lms_status_t swap_init(const swap_config_t *cfg)
 lms_status_t lms_shutdown(void)
 {
     enter();
-    destroy_state();
+    swap_destroy_locked();
     leave();
     return LMS_OK;
 }
@@ -693,7 +330,8 @@ static lms_status_t free_locked(void *ptr, lms_stream_t stream)
     bool all = stream == LMS_ALL_STREAMS;
     stream_t *s = S != NULL && !all ? find_stream(stream) : NULL;
     size_t offset = 0, size = 0;
-    if (S != NULL && all && offset_of(ptr, &offset) && (st = streams_all(&S->streams, &s)) != LMS_OK)
+    if (S != NULL && all && offset_of(ptr, &offset) &&
+        (st = streams_all(&S->streams, &s)) != LMS_OK)
         goto out;
     if (!all && s != NULL && tc_free_locked(ptr, stream)) /* Note [Thread caches] */
         goto out;
@@ -927,14 +565,13 @@ lms_status_t lms_note_launch(lms_launch_seen_t seen)
     return LMS_OK;
 }
 
-static void reset_launch_counts(void)
+void swap_launch_reset(void)
 {
     for (int i = LMS_LAUNCH_POINTERS; i <= LMS_LAUNCH_UNKNOWN; i++)
         __atomic_store_n(&launch_counts[i], 0, __ATOMIC_RELAXED);
 }
 
-/* The launch counts into *out (lms_stats's fields). */
-static void launch_stats(lms_stats_t *out)
+void swap_launch_stats(lms_stats_t *out)
 {
     uint64_t c[LMS_LAUNCH_UNKNOWN + 1];
     for (int i = LMS_LAUNCH_POINTERS; i <= LMS_LAUNCH_UNKNOWN; i++)
@@ -988,7 +625,7 @@ lms_status_t lms_unpin(const void *ptr, size_t bytes)
     if (st == LMS_OK && !live)
         st = base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not a range of a live allocation",
                        ptr, bytes);
-    else if (st == LMS_OK && !pins_remove(&S->pins, offset, bytes)) /* Note [Pin records] in pins.c */
+    else if (st == LMS_OK && !pins_remove(&S->pins, offset, bytes))
         st = base_fail(LMS_ERR_INVALID, "lms_unpin(%p, %zu): not pinned: an unpin names a range "
                        "lms_pin pinned, as a free names an allocation", ptr, bytes);
     leave();
@@ -1003,7 +640,7 @@ lms_status_t lms_stats(lms_stats_t *out)
     lms_status_t st = ensure();
     if (st == LMS_OK) {
         resid_stats(out);
-        launch_stats(out);
+        swap_launch_stats(out);
     }
     leave();
     return st;

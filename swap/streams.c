@@ -117,7 +117,8 @@ lms_status_t streams_bad_handle(const char *op, lms_stream_t handle)
 static lms_status_t order_after_all(streams_t *t, stream_t *s)
 {
     if (!events_reserve(t->events))
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory to order a stream after the others");
+        return base_fail(LMS_ERR_OUT_OF_MEMORY,
+                         "no host memory to order a stream after the others");
     dev_event_t *e;
     lms_status_t st = events_take(t->events, &e);
     if (st != LMS_OK)

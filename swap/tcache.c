@@ -15,12 +15,13 @@
  * A thread's small frees on a stream go to its cache rather than the stream's
  * pending list, and its small mallocs on that stream take from the cache
  * first, the lowest-addressed entry of the class: the reuse Note
- * [Stream-ordered free] allows at once (work queued on the stream after the
- * free comes after it), here without the lock or a device call: a malloc
- * writes one byte, a free exchanges one (so that of two threads freeing the
- * same pointer at once, one fails, as a second free does). Lowest, not
+ * [Stream-ordered free] in streams.c allows at once (work queued on the
+ * stream after the free comes after it), here without the lock or a device
+ * call: a malloc writes one byte, a free exchanges one (so that of two
+ * threads freeing the same pointer at once, one fails, as a second free
+ * does). Lowest, not
  * last freed: a step that frees in another order than it allocates then
- * gets the same addresses each step (Note [Placement repeats] in lms.c);
+ * gets the same addresses each step (Note [Placement repeats] in streams.c);
  * last freed first gave them back reversed, every other step the same. So
  * a bin is kept in descending order of address (an insertion among at most
  * TC_BIN entries, on the free), and a full one flushes its higher half. The
