@@ -34,6 +34,7 @@
 #include "base/base.h"
 #define BENCH_NAME "alloc"
 #include "bench/bench.h"
+#include "bench/reference.h"
 #include "device/device.h"
 #include "swap/swap.h"
 

@@ -130,6 +130,7 @@
 #define BENCH_NAME "swap"
 #include "bench/bench.h"
 #include "device/device.h"
+#include "device/fault.h"
 #include "swap/swap.h"
 
 #define MIN_RUN (2 * BASE_MiB)

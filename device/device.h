@@ -433,9 +433,4 @@ static inline lms_status_t dev_axpy(dev_device_t *d, dev_stream_t *s, size_t n, 
 static inline lms_status_t dev_kernel(dev_device_t *d, dev_stream_t *s, const dev_kernel_args_t *a) { return DEV_CALL(d, kernel, s, a); }
 static inline lms_status_t dev_set_observer(dev_device_t *d, dev_observer_t fn, void *ctx) { return DEV_CALL(d, set_observer, fn, ctx); }
 
-/* The fault-injection API has its own header; it is included here for the
- * callers that reach it through device.h (tests/support/harness.h,
- * bench/swap.c) until they include it themselves (issue 25, item 3). */
-#include "device/fault.h"
-
 #endif /* LMS_DEVICE_H */

@@ -6,6 +6,7 @@
 #define LMS_DEVICE_LAYER_H
 
 #include "device/device.h"
+#include "device/fault.h"
 
 typedef struct dev_layer {
     const dev_ops_t *ops;

@@ -13,6 +13,7 @@
 
 #include "base/base.h"
 #include "device/device.h"
+#include "device/fault.h"
 
 /* Settings for the sim backend that keep tests small; a real GPU ignores them. */
 #define TEST_SIM_MEMORY (64 * BASE_MiB)
