@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "lms.h"
 
@@ -179,6 +180,12 @@ uint64_t base_now_ns(void);
 
 /* Sleeps until base_now_ns() >= deadline_ns. */
 void base_sleep_until_ns(uint64_t deadline_ns);
+
+/* The CLOCK_MONOTONIC time ns from now, as the deadline of a timed wait on
+ * a condition variable made to wait on that clock (pthread_condattr_setclock):
+ * a deadline on the wall clock moves with it, and a step back of the clock
+ * (NTP, an administrator) stalls the wait for as long. */
+struct timespec base_deadline_in(uint64_t ns);
 
 /* ---- the machine ---------------------------------------------------------- */
 

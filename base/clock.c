@@ -22,6 +22,16 @@ void base_sleep_until_ns(uint64_t deadline_ns)
     }
 }
 
+struct timespec base_deadline_in(uint64_t ns)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    uint64_t nsec = (uint64_t)t.tv_nsec + ns % 1000000000u;
+    t.tv_sec += (time_t)(ns / 1000000000u + nsec / 1000000000u);
+    t.tv_nsec = (long)(nsec % 1000000000u);
+    return t;
+}
+
 void base_host_cpu(char *buf, size_t len)
 {
     snprintf(buf, len, "unknown");

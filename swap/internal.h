@@ -145,9 +145,6 @@ HIDDEN lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, s
 HIDDEN void resid_unpin(size_t offset, size_t bytes, uint32_t times);
 HIDDEN void resid_stats(lms_stats_t *out);
 HIDDEN lms_status_t resid_empty_cache(void); /* lms_empty_cache; lock held */
-/* The CLOCK_MONOTONIC time ns from now: the deadline of a timed wait on
- * residency's condition variables, which wait on that clock. */
-HIDDEN struct timespec swap_deadline(uint64_t ns);
 HIDDEN bool resid_window_open(void);
 /* The calling thread's count of chunks in its window (resid_window_open is
  * *count > 0), for its thread cache to read without a call. */

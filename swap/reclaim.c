@@ -35,7 +35,7 @@ static void *reclaim_main(void *arg)
             timeline_tick();
         if (S->evicting > 0 && S->xfers.list[1] != NULL && resid_wait_oldest(SIZE_MAX) == LMS_OK)
             continue;
-        struct timespec until = swap_deadline(50 * 1000 * 1000);
+        struct timespec until = base_deadline_in(50 * 1000 * 1000);
         pthread_cond_timedwait(&S->rc.wake, &swap_lock, &until);
     }
     pthread_mutex_unlock(&swap_lock);
@@ -55,16 +55,6 @@ int resid_cond_init(pthread_cond_t *c)
         err = pthread_cond_init(c, &attr);
     pthread_condattr_destroy(&attr);
     return err;
-}
-
-struct timespec swap_deadline(uint64_t ns)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    uint64_t nsec = (uint64_t)t.tv_nsec + ns % 1000000000u;
-    t.tv_sec += (time_t)(ns / 1000000000u + nsec / 1000000000u);
-    t.tv_nsec = (long)(nsec % 1000000000u);
-    return t;
 }
 
 void resid_start(void)

@@ -86,7 +86,7 @@ HIDDEN void resid_report_access(const uint32_t *u, size_t n);
 
 /* ---- reclaim.c ------------------------------------------------------------- */
 
-/* pthread_cond_init on CLOCK_MONOTONIC (swap_deadline's clock). */
+/* pthread_cond_init on CLOCK_MONOTONIC (base_deadline_in's clock). */
 HIDDEN int resid_cond_init(pthread_cond_t *c);
 
 #endif /* LMS_SWAP_RESIDENCY_H */

@@ -17,6 +17,7 @@
 
 #include "device/device.h"
 #include "lms.h"
+#include "policy/policy.h"
 
 typedef struct swap_config {
     dev_config_t device;
@@ -62,5 +63,52 @@ typedef struct swap_layout {
     size_t device_limit;
 } swap_layout_t;
 lms_status_t swap_layout(swap_layout_t *out);
+
+/* ---- looking inside, for tests and tools (swap/probe.c) -------------------
+ * Copies taken under lms's lock: what the tests of swap/ check beyond
+ * lms.h, so that no test reads swap/'s own structs. */
+
+/* Where a chunk is (Note [Chunk states] in swap/residency.c). */
+typedef enum swap_chunk_state {
+    SWAP_CHUNK_UNBACKED,
+    SWAP_CHUNK_RESIDENT,
+    SWAP_CHUNK_EVICTING,
+    SWAP_CHUNK_HOST,
+    SWAP_CHUNK_FETCHING,
+} swap_chunk_state_t;
+
+typedef struct swap_probe {
+    size_t h2d_queued;        /* chunks in the H2D copies in flight */
+    uint64_t rankings_full;   /* victim rankings made in full so far (swap/ranking.c) */
+    uint64_t rankings_head;   /* ... and repaired from a full one's head */
+    bool has_policy;          /* false with LMS_SWAP=0: policy is all zero */
+    policy_usage_t policy;    /* policy/'s view: iterations found, schedule followed */
+} swap_probe_t;
+
+/* LMS_ERR_INVALID when lms is not initialized. */
+lms_status_t swap_probe(swap_probe_t *out);
+
+/* The state of the chunk that holds address ptr of the reserved range;
+ * LMS_ERR_INVALID outside it or when lms is not initialized. */
+lms_status_t swap_chunk_state(const void *ptr, swap_chunk_state_t *out);
+
+/* lms's copy stream toward the device (h2d) or the host; NULL when lms is
+ * not initialized. A test queues a host function on it to hold copies back. */
+dev_stream_t *swap_copy_stream(bool h2d);
+
+/* The unfenced bytes of frees that make a stream record a fence (default:
+ * the device limit / 16, at most 64 MiB); LMS_ERR_INVALID when lms is not
+ * initialized or bytes is 0. */
+lms_status_t swap_set_flush_bytes(size_t bytes);
+
+/* Waits until the work queued on the default stream before the frees
+ * released at once so far has finished, so that their memory may go to
+ * another use without a wait for it later (Note [Stream-ordered free]). */
+lms_status_t swap_settle_released(void);
+
+/* Takes and releases lms's lock, so that a test can show that a call on
+ * another thread takes none (it returns while the lock is held). */
+void swap_lock_hold(void);
+void swap_lock_release(void);
 
 #endif /* LMS_SWAP_H */

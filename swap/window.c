@@ -260,7 +260,7 @@ static lms_status_t no_room(const char *op, size_t need)
 /* Waits, lock dropped, up to 1 ms for another thread to close its window. */
 static void wait_for_holds(void)
 {
-    struct timespec until = swap_deadline(1000 * 1000);
+    struct timespec until = base_deadline_in(1000 * 1000);
     S->holds.waiters++;
     pthread_cond_timedwait(&S->holds.unheld, &swap_lock, &until);
     S->holds.waiters--;

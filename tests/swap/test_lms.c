@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "swap/internal.h" /* swap_lock, to prove the thread caches take none */
 #include "swap/swap.h"
 
 #define LIMIT_CHUNKS 16
@@ -793,11 +792,11 @@ typedef struct locker {
 static void *hold_lock(void *arg)
 {
     locker_t *l = arg;
-    pthread_mutex_lock(&swap_lock);
+    swap_lock_hold();
     atomic_store(&l->state, 1);
     while (atomic_load(&l->state) != 2)
         usleep(100);
-    pthread_mutex_unlock(&swap_lock);
+    swap_lock_release();
     atomic_store(&l->state, 3);
     return NULL;
 }
@@ -1195,9 +1194,7 @@ Test(lms, thread_exit_flushes_its_cache_without_device_work)
     pthread_create(&t, NULL, cache_then_exit, &d);
     while (atomic_load(&d.step) != 1)
         usleep(100);
-    pthread_mutex_lock(&swap_lock);
-    S->streams.flush_bytes = 1; /* any free queued on a stream asks for a fence */
-    pthread_mutex_unlock(&swap_lock);
+    TEST_OK(swap_set_flush_bytes(1)); /* any free queued on a stream asks for a fence */
     dev_fault_plan_t none = {0};
     TEST_OK(dev_fault_set(swap_device(), &none)); /* counts from 0 */
     atomic_store(&d.step, 2);

@@ -25,8 +25,16 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "swap/internal.h" /* S->xfers.h2d: to hold a fetch back */
 #include "swap/swap.h"
+
+/* policy/'s view of the run so far (swap_probe). */
+static policy_usage_t test_policy_usage(void)
+{
+    swap_probe_t pr;
+    TEST_OK(swap_probe(&pr));
+    cr_assert(pr.has_policy, "lms runs with a policy");
+    return pr.policy;
+}
 
 #define LIMIT_CHUNKS 8
 #define HOST_CHUNKS 48
@@ -1343,20 +1351,20 @@ Test(swap, a_fetch_of_scattered_chunks_counts_only_those_on_the_link)
         TEST_OK(lms_unpin(b[i], chunk));
     free_all(b, LIMIT_CHUNKS);
     lms_stats_t s0 = test_settled_stats();
-    size_t first = (size_t)((uintptr_t)x - S->base) / chunk;
-    pthread_mutex_lock(&swap_lock);
     bool on_host = true;
-    for (size_t c = first; c < first + 3; c++)
-        on_host &= S->chunks.ch[c].state == HOST;
-    pthread_mutex_unlock(&swap_lock);
+    for (size_t c = 0; c < 3; c++) {
+        swap_chunk_state_t where;
+        TEST_OK(swap_chunk_state(x + c * chunk, &where));
+        on_host &= where == SWAP_CHUNK_HOST;
+    }
     cr_assert(on_host, "x is on the host");
     test_gate_close();
-    TEST_OK(dev_host_func(swap_device(), S->xfers.h2d, test_gate_wait, NULL));
+    TEST_OK(dev_host_func(swap_device(), swap_copy_stream(true), test_gate_wait, NULL));
     lms_range_t r[2] = {{x, chunk, LMS_READ}, {x + 2 * chunk, chunk, LMS_READ}};
     TEST_OK(lms_access_many(r, 2, NULL));
-    pthread_mutex_lock(&swap_lock);
-    size_t queued = S->xfers.h2d_queued;
-    pthread_mutex_unlock(&swap_lock);
+    swap_probe_t pr;
+    TEST_OK(swap_probe(&pr));
+    size_t queued = pr.h2d_queued;
     test_gate_open();
     cr_assert_eq(queued, 2, "the copies of chunks 0 and 2 of x; not chunk 1");
     lms_stats_t s1 = test_settled_stats();
@@ -1364,9 +1372,8 @@ Test(swap, a_fetch_of_scattered_chunks_counts_only_those_on_the_link)
     /* the count goes down when lms next looks at its copies (the reclaim
      * thread does every 50 ms): wait for that, up to 10 s */
     for (int i = 0; i < 10000; i++) {
-        pthread_mutex_lock(&swap_lock);
-        queued = S->xfers.h2d_queued;
-        pthread_mutex_unlock(&swap_lock);
+        TEST_OK(swap_probe(&pr));
+        queued = pr.h2d_queued;
         if (queued == 0)
             break;
         usleep(1000);
@@ -1596,11 +1603,9 @@ static void fetch_held_back_and_unfenced(void *x)
 {
     /* freed blocks go to another use only after an event on the default
      * stream, which would fail first: have that done now */
-    pthread_mutex_lock(&swap_lock);
-    TEST_OK(swap_sync_released());
-    pthread_mutex_unlock(&swap_lock);
+    TEST_OK(swap_settle_released());
     test_gate_close();
-    TEST_OK(dev_host_func(swap_device(), S->xfers.h2d, test_gate_wait, NULL));
+    TEST_OK(dev_host_func(swap_device(), swap_copy_stream(true), test_gate_wait, NULL));
     dev_fault_plan_t pl = {.op = DEV_OP_event_record, .probability = 1,
                            .also = 1ull << DEV_OP_stream_synchronize, .status = INJECTED};
     TEST_OK(dev_fault_set(swap_device(), &pl));
@@ -2039,8 +2044,7 @@ Test(swap, a_learnt_schedule_fetches_less_than_lru_on_a_loop_larger_than_the_dev
                   (unsigned long long)sched, (unsigned long long)lru);
     /* how many of them were fetched ahead depends on when the reclaim thread
      * runs: what_is_read_next_is_fetched_ahead_into_free_blocks covers that */
-    policy_usage_t u;
-    policy_usage(S->policy, &u);
+    policy_usage_t u = test_policy_usage();
     cr_assert(u.following && u.schedule_events == LOOP,
               "the loop's schedule (%zu events) is followed", u.schedule_events);
 }
@@ -2125,20 +2129,20 @@ Test(swap, between_full_rankings_the_ranking_is_repaired_and_fetches_stay_near_m
     for (int it = 0; it < ITERATIONS; it++) {
         if (it == ITERATIONS - COUNTED) {
             before = test_settled_stats();
-            pthread_mutex_lock(&swap_lock);
-            full = S->rank.rankings_full;
-            head = S->rank.rankings_head;
-            pthread_mutex_unlock(&swap_lock);
+            swap_probe_t pr;
+            TEST_OK(swap_probe(&pr));
+            full = pr.rankings_full;
+            head = pr.rankings_head;
         }
         for (int i = 0; i < WIDE_LOOP; i++)
             EXPECT_FILLED(a[i], WIDE_CHUNK, 100 + (uint64_t)i);
         TEST_OK(lms_mark_iteration());
     }
     end = test_settled_stats();
-    pthread_mutex_lock(&swap_lock);
-    full = S->rank.rankings_full - full;
-    head = S->rank.rankings_head - head;
-    pthread_mutex_unlock(&swap_lock);
+    swap_probe_t pr;
+    TEST_OK(swap_probe(&pr));
+    full = pr.rankings_full - full;
+    head = pr.rankings_head - head;
     uint64_t fetches = end.fetches - before.fetches;
     /* MIN, with the one block the reclaim thread keeps free: about
      * WIDE_LOOP - WIDE_LIMIT + 1 fetches an iteration; LRU fetches all */
@@ -2166,8 +2170,7 @@ Test(swap, without_marks_the_loop_is_found_and_followed)
     void **a = loop_data();
     lms_stats_t end;
     (void)loop_reads(a, 8, false, &end);
-    policy_usage_t u;
-    policy_usage(S->policy, &u);
+    policy_usage_t u = test_policy_usage();
     cr_assert(u.found >= 1 && u.schedule_events == LOOP,
               "the loop was found: %llu found, a schedule of %zu events",
               (unsigned long long)u.found, u.schedule_events);
@@ -2182,7 +2185,7 @@ Test(swap, without_marks_the_loop_is_found_and_followed)
     uint64_t fetches = end.fetches - before.fetches;
     cr_assert_leq(3 * fetches, 2 * FOLLOWED * LOOP, "%d iterations: %llu fetches (LRU: %d)",
                   FOLLOWED, (unsigned long long)fetches, FOLLOWED * LOOP);
-    policy_usage(S->policy, &u);
+    u = test_policy_usage();
     cr_assert(u.following && u.misses == 0, "still followed, %llu misses",
               (unsigned long long)u.misses);
 }
@@ -2228,7 +2231,7 @@ Test(swap, timed_waits_have_monotonic_deadlines)
     for (size_t i = 0; i < sizeof waits / sizeof *waits; i++) {
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        struct timespec d = swap_deadline(waits[i]);
+        struct timespec d = base_deadline_in(waits[i]);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         uint64_t at = (uint64_t)d.tv_sec * 1000000000u + (uint64_t)d.tv_nsec;
         cr_assert(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);

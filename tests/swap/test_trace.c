@@ -23,7 +23,6 @@
 
 #include "harness.h"
 #include "json.h"
-#include "swap/internal.h" /* S->policy: how many iterations policy/ found */
 #include "swap/swap.h"
 
 #define LIMIT_CHUNKS 8
@@ -652,11 +651,9 @@ static size_t iterations(const timeline_t *tl)
 
 static uint64_t found_by_policy(void)
 {
-    pthread_mutex_lock(&swap_lock);
-    policy_usage_t u;
-    policy_usage(S->policy, &u);
-    pthread_mutex_unlock(&swap_lock);
-    return u.found;
+    swap_probe_t pr;
+    TEST_OK(swap_probe(&pr));
+    return pr.policy.found;
 }
 
 Test(trace, the_programs_marks_are_iterations_numbered_from_one)
