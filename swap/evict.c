@@ -9,9 +9,9 @@
  * the simple fence, an event recorded on the stream when the eviction is
  * decided, comes after all the work queued there so far: often a kernel
  * that waits for a fetch still on the link. Then the copy out waits for
- * that fetch, and the two links, which could run at once, take turns: in
- * bench/train at 4x, each layer's Adam update fetched its state, ran, and
- * only then let the previous layer's state go out. So, while chunks go to
+ * that fetch, and the two links, which could run at once, take turns
+ * (seen in bench/train: docs/benchmarks.md, "History moved out of the
+ * code's Notes"). So, while chunks go to
  * the host, the end of each access window (when its work has been queued)
  * records an event on its stream, one of a ring of USE_RING per stream,
  * and each chunk of the window remembers which (last_window). An eviction

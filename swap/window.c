@@ -52,11 +52,9 @@
  * unmapped, their data is still their host copy or none) and takes no more
  * early steps. Chunks an access keeps go on the LRU at once, so that one
  * that fails later leaves them evictable.
- * Not yet exploited: on the H100, set_access is about 34 times slower while
- * a D2H copy is in flight (40 us per 2 MiB beside an H2D one, 30 idle), so
- * an early step that sets access beside evictions still in flight pays for
- * it; ordering the steps around that is the next gain (docs/gpu-results.md).
- *
+ * set_access is far slower while a D2H copy is in flight (measured on an
+ * H100: docs/benchmarks.md, "History moved out of the code's Notes"), so an
+ * early step that sets access beside evictions in flight pays for it.
  */
 #include <stdio.h>
 #include <stdlib.h>
