@@ -1,8 +1,7 @@
 /*
  * swap/evict.c — eviction: which chunks go (the schedule's victims while it
  * is followed, else the least recently used), in runs, each copy out after
- * the work that used its chunks. Reclaim's watermarks are here too. Lock:
- * swap_lock, held by every caller.
+ * the work that used its chunks. Lock: swap_lock, held by every caller.
  *
  * Note [Eviction fences]
  * An eviction's copy out must come after the work that used the chunk, and
@@ -63,7 +62,7 @@ static lms_status_t after_last_use(size_t first, size_t n)
             st = dev_event_record(S->dev, e, s->dev);
         }
         if (st == LMS_OK)
-            st = dev_stream_wait_event(S->dev, S->xfers.d2h, e);
+            st = dev_stream_wait_event(S->dev, transfers_stream(&S->xfers, true), e);
         if (st != LMS_OK)
             return st;
     }
@@ -93,7 +92,7 @@ static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
     size_t copied = 0;
     for (size_t c = first; st == LMS_OK && !clean && c < first + n;) {
         size_t k = resid_host_run(c, first + n - c);
-        if ((st = dev_copy_d2h(S->dev, S->xfers.d2h, S->chunks.ch[c].host, chunk_addr(c), k * S->chunk)) == LMS_OK)
+        if ((st = dev_copy_d2h(S->dev, transfers_stream(&S->xfers, true), S->chunks.ch[c].host, chunk_addr(c), k * S->chunk)) == LMS_OK)
             copied += k;
         c += k;
     }
@@ -167,9 +166,9 @@ size_t resid_evict_ranked(size_t n, size_t want, bool ahead, timeline_by_t by, l
 {
     size_t started = 0;
     *st = LMS_OK;
-    uint64_t min_key = n == 0 || want == 0 ? 0 : S->rank.ranked[(want < n ? want : n) - 1].key;
+    uint64_t min_key = n == 0 || want == 0 ? 0 : ranking_key(&S->rank, (want < n ? want : n) - 1);
     for (size_t i = 0; i < n && started < want; i++) {
-        size_t c = S->rank.ranked[i].chunk, first, run;
+        size_t c = ranking_chunk(&S->rank, i), first, run;
         if (!resid_evictable(c) || (ahead && S->chunks.ch[c].prefetched)) /* gone with an earlier run */
             continue;
         run_around(c, want - started, min_key > 0 ? min_key : 1, ahead, &first, &run);
@@ -211,16 +210,3 @@ size_t resid_evict_some(size_t want, bool ahead, timeline_by_t by, lms_status_t 
     }
     return started;
 }
-
-
-/* The reclaim thread's watermarks, in blocks free or on their way: while
- * the schedule is followed, what the events ahead need (policy_prefetch's
- * blocks_ahead, at least one): keeping more free only shrinks the device;
- * else LMS_RECLAIM_LOW and _HIGH (Note [Prefetch] in prefetch.c). */
-size_t resid_reclaim_low(void)
-{
-    return resid_by_schedule() ? (S->pf.blocks_ahead > 0 ? S->pf.blocks_ahead : 1) : S->rc.low;
-}
-
-size_t resid_reclaim_high(void) { return resid_by_schedule() ? resid_reclaim_low() : S->rc.high; }
-

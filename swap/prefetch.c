@@ -97,13 +97,13 @@ void resid_prefetch(void)
     size_t spare = resid_free_blocks() + S->evicting;
     if (S->pf.walk_found_none && S->host_entries == S->pf.walk_host_entries &&
         (u.schedule_events <= PREFETCH_WALK || moved < PREFETCH_WALK / 2) &&
-        (S->host_chunks == 0 || (spare <= S->pf.walk_spare && S->xfers.h2d_queued >= S->pf.walk_queued)))
+        (S->host_chunks == 0 || (spare <= S->pf.walk_spare && transfers_h2d_queued(&S->xfers) >= S->pf.walk_queued)))
         return; /* more room, or a shorter queue, matters only with data on the host */
     policy_link_t link = {.bytes_per_ns = transfers_h2d_rate(&S->xfers),
                           .chunk_bytes = S->chunk,
                           .max_events = PREFETCH_WALK,
                           .free_blocks = spare,
-                          .queued_bytes = S->xfers.h2d_queued * S->chunk};
+                          .queued_bytes = transfers_h2d_queued(&S->xfers) * S->chunk};
     int64_t ahead;
     size_t n = policy_prefetch(S->policy, &link, chunk_need, NULL, S->pf.ahead, S->piece, &ahead);
     S->pf.blocks_ahead = ahead > 0 ? (size_t)ahead : 0;
@@ -111,7 +111,7 @@ void resid_prefetch(void)
     S->pf.walk_host_entries = S->host_entries;
     S->pf.walk_pos = u.position;
     S->pf.walk_spare = spare;
-    S->pf.walk_queued = S->xfers.h2d_queued;
+    S->pf.walk_queued = transfers_h2d_queued(&S->xfers);
     /* the reclaim thread keeps a block free: a fetch into that one only
      * makes it evict the top-ranked chunk, so it is that chunk's place,
      * taken on the same condition (else reclaim and prefetch take turns,
@@ -130,7 +130,7 @@ void resid_prefetch(void)
             ranking_stale(&S->rank);
             m = ranking_victims(&S->rank, 2 * (r + 1), S->resident); /* (doubling: few of these a look) */
         }
-        if (r >= m || S->rank.ranked[r].key <= S->pf.ahead[ok].evict_after)
+        if (r >= m || ranking_key(&S->rank, r) <= S->pf.ahead[ok].evict_after)
             break;
         evict = r + 1 > evict ? r + 1 : evict;
     }

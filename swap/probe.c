@@ -18,8 +18,8 @@ lms_status_t swap_probe(swap_probe_t *out)
     if (S == NULL) {
         st = base_fail(LMS_ERR_INVALID, "swap_probe: lms is not initialized");
     } else {
-        *out = (swap_probe_t){.h2d_queued = S->xfers.h2d_queued,
-                              .rankings_full = S->rank.rankings_full,
+        *out = (swap_probe_t){.h2d_queued = transfers_h2d_queued(&S->xfers),
+                              .rankings_full = ranking_fulls(&S->rank),
                               .rankings_head = S->rank.rankings_head,
                               .has_policy = S->policy != NULL};
         if (S->policy != NULL)
@@ -49,7 +49,7 @@ lms_status_t swap_chunk_state(const void *ptr, swap_chunk_state_t *out)
 dev_stream_t *swap_copy_stream(bool h2d)
 {
     pthread_mutex_lock(&swap_lock);
-    dev_stream_t *s = S == NULL ? NULL : h2d ? S->xfers.h2d : S->xfers.d2h;
+    dev_stream_t *s = S == NULL ? NULL : h2d ? transfers_stream(&S->xfers, false) : transfers_stream(&S->xfers, true);
     pthread_mutex_unlock(&swap_lock);
     return s;
 }

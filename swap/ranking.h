@@ -53,6 +53,14 @@ static inline void ranking_touched(ranking_t *r, size_t first, size_t n)
         r->touched[r->ntouched++] = (uint32_t)c;
 }
 
+/* The i-th victim of the last ranking_victims, and its key. */
+static inline uint32_t ranking_chunk(const ranking_t *r, size_t i) { return r->ranked[i].chunk; }
+static inline uint64_t ranking_key(const ranking_t *r, size_t i) { return r->ranked[i].key; }
+
+/* Full rankings made so far: one made while an access window was open
+ * left that window's chunks out. */
+static inline uint64_t ranking_fulls(const ranking_t *r) { return r->rankings_full; }
+
 /* What was ranked may have become evictable: rank again at the next ask. */
 static inline void ranking_stale(ranking_t *r) { r->ranked_n = 0; }
 

@@ -9,6 +9,17 @@
 
 /* ---- the reclaim thread -------------------------------------------------------- */
 
+/* The reclaim thread's watermarks, in blocks free or on their way: while
+ * the schedule is followed, what the events ahead need (policy_prefetch's
+ * blocks_ahead, at least one): keeping more free only shrinks the device;
+ * else LMS_RECLAIM_LOW and _HIGH (Note [Prefetch] in prefetch.c). */
+size_t resid_reclaim_low(void)
+{
+    return resid_by_schedule() ? (S->pf.blocks_ahead > 0 ? S->pf.blocks_ahead : 1) : S->rc.low;
+}
+
+size_t resid_reclaim_high(void) { return resid_by_schedule() ? resid_reclaim_low() : S->rc.high; }
+
 /* Keeps free blocks between the watermarks, the way kswapd keeps free pages,
  * and the host pool registered ahead of need. Runs with the lock held, except
  * while it waits. */
@@ -33,7 +44,7 @@ static void *reclaim_main(void *arg)
             (void)hostpool_reserve(S->host, headroom);
         if (timeline_on)
             timeline_tick();
-        if (S->evicting > 0 && S->xfers.list[1] != NULL && resid_wait_oldest(SIZE_MAX) == LMS_OK)
+        if (S->evicting > 0 && transfers_d2h_busy(&S->xfers) && resid_wait_oldest(SIZE_MAX) == LMS_OK)
             continue;
         struct timespec until = base_deadline_in(50 * 1000 * 1000);
         pthread_cond_timedwait(&S->rc.wake, &swap_lock, &until);

@@ -66,9 +66,6 @@ HIDDEN size_t resid_evict_some(size_t want, bool ahead, timeline_by_t by, lms_st
 /* The same from the first n ranked victims (S->rank.ranked). */
 HIDDEN size_t resid_evict_ranked(size_t n, size_t want, bool ahead, timeline_by_t by,
                                  lms_status_t *st);
-/* The reclaim thread's watermarks, in blocks free or on their way. */
-HIDDEN size_t resid_reclaim_low(void);
-HIDDEN size_t resid_reclaim_high(void);
 
 /* ---- window.c -------------------------------------------------------------- */
 
@@ -85,6 +82,10 @@ HIDDEN void resid_prefetch(void);
 HIDDEN void resid_report_access(const uint32_t *u, size_t n);
 
 /* ---- reclaim.c ------------------------------------------------------------- */
+
+/* The reclaim thread's watermarks, in blocks free or on their way. */
+HIDDEN size_t resid_reclaim_low(void);
+HIDDEN size_t resid_reclaim_high(void);
 
 /* pthread_cond_init on CLOCK_MONOTONIC (base_deadline_in's clock). */
 HIDDEN int resid_cond_init(pthread_cond_t *c);

@@ -76,6 +76,13 @@ static inline xfer_t *transfers_oldest(const transfers_t *t)
     return t->list[1] != NULL ? t->list[1] : t->list[0];
 }
 
+/* The stream copies of a direction go on. */
+static inline dev_stream_t *transfers_stream(const transfers_t *t, bool d2h) { return d2h ? t->d2h : t->h2d; }
+
+/* Chunks the H2D copies in flight copy; whether a D2H copy is in flight. */
+static inline size_t transfers_h2d_queued(const transfers_t *t) { return t->h2d_queued; }
+static inline bool transfers_d2h_busy(const transfers_t *t) { return t->list[1] != NULL; }
+
 static inline bool transfers_idle(const transfers_t *t) { return t->list[0] == NULL && t->list[1] == NULL; }
 
 /* The H2D link's rate learnt so far, bytes per ns; 0 until 8 chunks' worth. */

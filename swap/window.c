@@ -73,7 +73,7 @@ typedef struct window {
     int slot;            /* in this slot, */
     uint32_t gen;        /* of this generation */
     bool exiting;        /* its thread is: nothing more is started from it */
-    uint64_t full_at;    /* S->rank.rankings_full when it opened (Note [Ranking between events] in ranking.c) */
+    uint64_t full_at;    /* ranking_fulls(&S->rank) when it opened (Note [Ranking between events] in ranking.c) */
 } window_t;
 
 static __thread window_t W;
@@ -124,7 +124,7 @@ void resid_close_window(void)
     if (S != NULL && W.generation == S->generation && W.n > 0) {
         ranking_stale(&S->rank); /* what it held is evictable now: rank again */
         /* a full ranking made while it was held left its chunks out */
-        bool missed = S->policy != NULL && S->rank.rankings_full != W.full_at;
+        bool missed = S->policy != NULL && ranking_fulls(&S->rank) != W.full_at;
         uint32_t w = window_fence();
         for (size_t i = 0; i < W.n; i++) {
             chunk_t *k = &S->chunks.ch[W.chunks[i]];
@@ -185,7 +185,7 @@ static void unmap_unused(size_t c, uint8_t was)
     lms_status_t st = dev_set_access(S->dev, chunk_addr(c), S->chunk);
     xfer_t *x = NULL;
     if (st == LMS_OK && was == HOST && (st = xfer_new(&S->xfers, &x)) == LMS_OK &&
-        (st = dev_copy_h2d(S->dev, S->xfers.h2d, chunk_addr(c), k->host, S->chunk)) != LMS_OK)
+        (st = dev_copy_h2d(S->dev, transfers_stream(&S->xfers, false), chunk_addr(c), k->host, S->chunk)) != LMS_OK)
         xfer_discard(&S->xfers, x);
     if (st == LMS_OK && was == HOST) {
         xfer_start(&S->xfers, x, c, 1, 1, false);
@@ -411,7 +411,7 @@ static lms_status_t fetch_piece(const uint32_t *u, size_t i, size_t j, xfer_t **
             e++;
         if (*x == NULL && (st = xfer_new(&S->xfers, x)) != LMS_OK)
             break;
-        st = dev_copy_h2d(S->dev, S->xfers.h2d, chunk_addr(u[i]), k->host, (e - i) * S->chunk);
+        st = dev_copy_h2d(S->dev, transfers_stream(&S->xfers, false), chunk_addr(u[i]), k->host, (e - i) * S->chunk);
         if (st == LMS_OK) {
             for (size_t m = i; m < e; m++)
                 S->chunks.ch[u[m]].acc |= ACC_COPIED;
@@ -592,7 +592,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     W.s = s;
     W.slot = s != NULL ? slot : -1;
     W.gen = s != NULL ? S->streams.generation_of[slot] : 0;
-    W.full_at = S->rank.rankings_full;
+    W.full_at = ranking_fulls(&S->rank);
     /* the chunks, each once and in order, held: no eviction takes them from
      * here on. The list is the thread's window, so it survives lock drops. */
     uint32_t stamp = ++S->chunks.stamp, *u = W.chunks;
