@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/device.h"
+#include "device/kernels/kernels.h"
 #include "swap/swap.h"
 
 #define SEED 0x5eedull

@@ -131,6 +131,7 @@
 #include "bench/bench.h"
 #include "device/device.h"
 #include "device/fault.h"
+#include "device/kernels/kernels.h"
 #include "swap/swap.h"
 
 #define MIN_RUN (2 * BASE_MiB)

@@ -141,7 +141,7 @@ static lms_status_t check_run(check_t *c, const char *op, dev_addr_t va, size_t 
     return st;
 }
 
-/* A device range [addr, addr+n) for a copy or kernel: nonzero, and, with
+/* A device range [addr, addr+n) for a copy or launch: nonzero, and, with
  * full validation, inside a reservation of this device. */
 lms_status_t check_device_range(check_t *c, const char *op, dev_addr_t addr, size_t n)
 {
@@ -559,10 +559,7 @@ static const dev_ops_t check_ops = {
     .copy_d2h = check_copy_d2h,
     .copy_d2d = check_copy_d2d,
     .host_func = check_host_func,
-    .fill = check_fill,
-    .checksum = check_checksum,
-    .axpy = check_axpy,
-    .kernel = check_kernel,
+    .launch = check_launch,
     .set_observer = check_set_observer,
 };
 

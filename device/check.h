@@ -45,7 +45,7 @@ lms_status_t check_invalid(const char *op, const char *why);
 lms_status_t check_lookup(handle_table_t *t, const char *op, const void *handle, void **inner);
 #define STREAM(c, op, s, out) check_lookup(&(c)->streams, (op), (s), (void **)(out))
 #define EVENT(c, op, e, out) check_lookup(&(c)->events, (op), (e), (void **)(out))
-/* A device range for a copy or kernel: nonzero, not wrapping, and with full
+/* A device range for a copy or launch: nonzero, not wrapping, and with full
  * validation inside a reservation of this device (taking check.lock). */
 lms_status_t check_device_range(check_t *c, const char *op, dev_addr_t addr, size_t n);
 /* A host range for a copy: not NULL, not wrapping. */
@@ -66,10 +66,7 @@ lms_status_t check_copy_h2d(void *self, dev_stream_t *stream, dev_addr_t dst, co
 lms_status_t check_copy_d2h(void *self, dev_stream_t *stream, void *dst, dev_addr_t src, size_t n);
 lms_status_t check_copy_d2d(void *self, dev_stream_t *stream, dev_addr_t dst, dev_addr_t src, size_t n);
 lms_status_t check_host_func(void *self, dev_stream_t *stream, dev_host_fn_t fn, void *arg);
-lms_status_t check_fill(void *self, dev_stream_t *stream, dev_addr_t dst, size_t n, uint64_t seed);
-lms_status_t check_checksum(void *self, dev_stream_t *stream, dev_addr_t src, size_t n, uint64_t *out);
-lms_status_t check_axpy(void *self, dev_stream_t *stream, size_t n, float a, dev_addr_t x, dev_addr_t y);
-lms_status_t check_kernel(void *self, dev_stream_t *stream, const dev_kernel_args_t *a);
+lms_status_t check_launch(void *self, dev_stream_t *stream, const dev_launch_t *l);
 lms_status_t check_set_observer(void *self, dev_observer_t fn, void *ctx);
 
 #endif /* LMS_DEVICE_CHECK_H */

@@ -1,6 +1,6 @@
 /*
  * device/check_work.c — the check layer's streams, events, the work queued on
- * streams (copies, host functions, kernels) and the observer: handles are
+ * streams (copies, host functions, launches) and the observer: handles are
  * looked up with no lock, and ranges checked as the level of checking says
  * (Note [Two levels of checking] in check.c).
  */
@@ -196,57 +196,20 @@ lms_status_t check_host_func(void *self, dev_stream_t *stream, dev_host_fn_t fn,
     return st != LMS_OK ? st : INNER(c, host_func, s, fn, arg);
 }
 
-lms_status_t check_fill(void *self, dev_stream_t *stream, dev_addr_t dst, size_t n,
-                               uint64_t seed)
+lms_status_t check_launch(void *self, dev_stream_t *stream, const dev_launch_t *l)
 {
     check_t *c = self;
+    if (l == NULL || l->name == NULL)
+        return check_invalid("launch", "NULL launch or name");
     dev_stream_t *s;
-    lms_status_t st = STREAM(c, "fill", stream, &s);
-    if (st == LMS_OK)
-        st = check_device_range(c, "fill", dst, n);
-    return st != LMS_OK ? st : INNER(c, fill, s, dst, n, seed);
-}
-
-lms_status_t check_checksum(void *self, dev_stream_t *stream, dev_addr_t src, size_t n,
-                                   uint64_t *out)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "checksum", stream, &s);
-    if (st == LMS_OK)
-        st = check_device_range(c, "checksum", src, n);
-    if (st == LMS_OK && out == NULL)
-        st = check_invalid("checksum", "NULL output");
-    return st != LMS_OK ? st : INNER(c, checksum, s, src, n, out);
-}
-
-lms_status_t check_axpy(void *self, dev_stream_t *stream, size_t n, float a, dev_addr_t x,
-                               dev_addr_t y)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    lms_status_t st = STREAM(c, "axpy", stream, &s);
-    if (st == LMS_OK && (n > SIZE_MAX / sizeof(float) || x % sizeof(float) || y % sizeof(float)))
-        st = check_invalid("axpy", "x and y must be float-aligned and n * 4 must not overflow");
-    if (st == LMS_OK)
-        st = check_device_range(c, "axpy", x, n * sizeof(float));
-    if (st == LMS_OK)
-        st = check_device_range(c, "axpy", y, n * sizeof(float));
-    return st != LMS_OK ? st : INNER(c, axpy, s, n, a, x, y);
-}
-
-lms_status_t check_kernel(void *self, dev_stream_t *stream, const dev_kernel_args_t *a)
-{
-    check_t *c = self;
-    dev_stream_t *s;
-    dev_operand_t ops[DEV_KERNEL_OPERANDS];
-    size_t n = 0;
-    lms_status_t st = STREAM(c, "kernel", stream, &s);
-    if (st == LMS_OK)
-        st = dev_kernel_operands(a, ops, &n);
-    for (size_t i = 0; st == LMS_OK && i < n; i++)
-        st = check_device_range(c, dev_kernel_name(a->kernel), ops[i].addr, ops[i].bytes);
-    return st != LMS_OK ? st : INNER(c, kernel, s, a);
+    lms_status_t st = STREAM(c, l->name, stream, &s);
+    if (st == LMS_OK && (l->run == NULL || l->enqueue == NULL))
+        st = check_invalid(l->name, "a launch needs both run and enqueue");
+    if (st == LMS_OK && l->nranges > DEV_LAUNCH_RANGES)
+        st = check_invalid(l->name, "more ranges than DEV_LAUNCH_RANGES");
+    for (size_t i = 0; st == LMS_OK && i < l->nranges; i++)
+        st = check_device_range(c, l->name, l->ranges[i].addr, l->ranges[i].bytes);
+    return st != LMS_OK ? st : INNER(c, launch, s, l);
 }
 
 /* ---- the observer ------------------------------------------------------------- */

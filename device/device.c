@@ -1,9 +1,9 @@
 /*
  * device/device.c — builds a device stack (check -> [fault ->] backend), closes
- * it, and the small things every layer shares: op names, the reference test
- * kernels. See device.h.
+ * it, tells the kernels table of both, and the small things every layer
+ * shares: op names, options. See device.h.
  */
-#include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +60,31 @@ static bool full_checks(dev_checks_t asked)
     return full_checks_by_default;
 }
 
+/*
+ * Note [Kernels table]
+ * ~~~~~~~~~~~~~~~~~~~~
+ * liblms.so holds no kernel and no fatbin: the test kernels (fill, checksum,
+ * axpy, bench/train's training kernels) are the library lms_kernels
+ * (device/kernels/), linked into tests, benchmarks and lms-info only. It
+ * launches through the launch op, so its kernels are checked by the check
+ * layer, failed by the fault layer and seen by the observer like any op.
+ *
+ * It sets itself up for each device through a kernels table that it
+ * registers when the program starts (dev_set_kernels), because the devices
+ * it runs on are mostly opened inside lms (lms_init), where it cannot reach.
+ * dev_open calls the table's open before it returns, so before the caller
+ * can queue a host function on the device, which is where the cuda side
+ * must load its module (Note [Kernels load at open] in
+ * device/kernels/cuda.c). A process-wide pointer, read once per open: a
+ * device keeps the table it was opened with until it closes.
+ */
+static _Atomic(const dev_kernels_t *) kernel_table;
+
+void dev_set_kernels(const dev_kernels_t *kernels)
+{
+    atomic_store_explicit(&kernel_table, kernels, memory_order_release);
+}
+
 static lms_status_t open_backend(const dev_config_t *cfg, dev_layer_t *out, dev_info_t *info)
 {
     const char *b = cfg->backend ? cfg->backend : "auto";
@@ -109,6 +134,9 @@ lms_status_t dev_open(const dev_config_t *cfg, dev_device_t **out)
         dev_close(dev);
         return st;
     }
+    dev->kernel_table = atomic_load_explicit(&kernel_table, memory_order_acquire);
+    if (dev->kernel_table != NULL)
+        dev->kernel_table->open(dev);
     *out = dev;
     return LMS_OK;
 
@@ -126,6 +154,8 @@ void dev_close(dev_device_t *dev)
     if (dev->fault != NULL) /* teardown must not fail on purpose */
         dev_fault_layer_set(dev->fault, &(dev_fault_plan_t){0});
     dev_check_destroy_all(dev->self);
+    if (dev->kernel_table != NULL)
+        dev->kernel_table->close(dev);
     dev->ops->close(dev->self);
     base_meta_free(dev);
 }
@@ -133,29 +163,4 @@ void dev_close(dev_device_t *dev)
 void dev_live(dev_device_t *dev, dev_live_t *out)
 {
     dev_check_live(dev->self, out);
-}
-
-/* ---- the reference kernels: what sim runs and what tests compare with ---- */
-
-void dev_fill_ref(void *dst, size_t n, uint64_t seed)
-{
-    unsigned char *p = dst;
-    size_t words = n / 8;
-    for (size_t j = 0; j < words; j++) {
-        uint64_t w = dev_mix64(seed + j);
-        memcpy(p + 8 * j, &w, 8); /* little-endian on every target lms runs on */
-    }
-    uint64_t w = dev_mix64(seed + words);
-    memcpy(p + 8 * words, &w, n % 8);
-}
-
-uint64_t dev_checksum_ref(const void *src, size_t n)
-{
-    const unsigned char *p = src;
-    uint64_t sum = 0, weight = 1; /* 2*A*i + 1 */
-    for (size_t i = 0; i < n; i++) {
-        sum += ((uint64_t)p[i] + 1) * weight;
-        weight += 2 * DEV_CHECKSUM_A;
-    }
-    return sum;
 }

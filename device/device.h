@@ -44,8 +44,14 @@
  *
  * Threads: every op may be called from any thread, concurrently, except that a
  * caller must not race an op that destroys an object with another use of that
- * same object. Host functions and test kernels run on a thread of the device
- * (sim: the stream's worker; cuda: a driver thread) and must not call ops.
+ * same object. Host functions run on a thread of the device (sim: the
+ * stream's worker; cuda: a driver thread); they, and a launch's run and
+ * enqueue (dev_launch_t), must not call ops.
+ *
+ * liblms has no kernels of its own: the test kernels of tests and benchmarks
+ * are a library outside it (device/kernels/kernels.h) that runs them through
+ * the launch op, and is told of each device opened through its kernels table
+ * (dev_kernels_t, at the end).
  */
 #ifndef LMS_DEVICE_H
 #define LMS_DEVICE_H
@@ -61,14 +67,13 @@ typedef uint64_t dev_block_t;        /* a physical block; 0 is never a block */
 typedef struct dev_stream dev_stream_t; /* opaque, owned by the layer that made it */
 typedef struct dev_event dev_event_t;   /* opaque, owned by the layer that made it */
 typedef void (*dev_host_fn_t)(void *arg);
-typedef struct dev_kernel_args dev_kernel_args_t; /* the training kernels' arguments, below */
 
 /* A piece of device work as it ran, for an observer (set_observer below). */
 typedef enum dev_work_kind {
     DEV_WORK_H2D,     /* copy_h2d */
     DEV_WORK_D2H,     /* copy_d2h */
     DEV_WORK_D2D,     /* copy_d2d */
-    DEV_WORK_COMPUTE, /* a host function or a test kernel */
+    DEV_WORK_COMPUTE, /* a host function or a launch */
 } dev_work_kind_t;
 
 typedef struct dev_work {
@@ -76,8 +81,7 @@ typedef struct dev_work {
     dev_stream_t *stream; /* the stream it ran on, as the op's caller named it;
                              NULL if that stream has been destroyed since */
     const char *name;     /* the op: "copy_h2d", "copy_d2h", "copy_d2d", "host_func",
-                             "fill", "checksum", "axpy", or a training kernel's
-                             dev_kernel_name ("gemm", ...) (static storage) */
+                             or a launch's name ("fill", "gemm", ...) (static storage) */
     size_t bytes;         /* copies: the bytes copied; compute: 0 */
     uint64_t start_ns;    /* when the device started it and finished it, on the clock */
     uint64_t end_ns;      /* of base_now_ns() (CLOCK_MONOTONIC); start_ns <= end_ns */
@@ -91,7 +95,8 @@ typedef enum dev_priority {
     DEV_PRIORITY_HIGH, /* the device's greatest priority: the copy streams */
 } dev_priority_t;
 
-/* What a device is; filled by the backend at open and never changed. */
+/* What a device is; filled at open (by the backend, but has_kernels) and never
+ * changed after. */
 typedef struct dev_info {
     const char *backend;  /* "sim" or "cuda" */
     char name[96];        /* device name, e.g. "NVIDIA H100 80GB HBM3" */
@@ -99,8 +104,26 @@ typedef struct dev_info {
     size_t total_memory;  /* bytes of device memory */
     size_t granularity;   /* block size and map alignment, a power of two */
     int host_numa_node;   /* NUMA node of host memory nearest the device; -1 unknown */
-    bool has_kernels;     /* the test kernels (fill, checksum, axpy) are available */
+    bool has_kernels;     /* the kernels table's kernels run here: set by its open
+                             (dev_kernels_t); false without one */
 } dev_info_t;
+
+/* Work brought from outside liblms, for the launch op (see there). */
+#define DEV_LAUNCH_RANGES 4 /* device ranges a launch may touch */
+#define DEV_LAUNCH_ARGS 80  /* bytes of arguments a launch carries */
+
+typedef struct dev_launch {
+    const char *name;  /* the work, for the observer and messages (static storage) */
+    size_t nranges;    /* ranges[0..nranges): the device memory the work touches */
+    struct {
+        dev_addr_t addr;
+        size_t bytes;
+    } ranges[DEV_LAUNCH_RANGES];
+    void (*run)(const void *args); /* sim: the work itself, on the host */
+    lms_status_t (*enqueue)(void *ctx, uint64_t native, const void *args); /* cuda: enqueues it */
+    void *ctx;         /* enqueue's first argument */
+    unsigned char args[DEV_LAUNCH_ARGS]; /* the work's arguments, as run and enqueue read them */
+} dev_launch_t;
 
 /*
  * The ops table. Every entry returns LMS_OK or a failure status with a message
@@ -188,25 +211,22 @@ typedef struct dev_ops {
      * finished; work after it waits for fn to return. fn must not call ops. */
     lms_status_t (*host_func)(void *self, dev_stream_t *stream, dev_host_fn_t fn, void *arg);
 
-    /* Test kernels, one C interface over CUDA kernels and sim host functions,
-     * so tests and benchmarks run on either backend. LMS_ERR_UNSUPPORTED when
-     * info.has_kernels is false (a cuda build without nvcc).
-     *   fill:     writes dev_fill_ref(seed) over [dst, dst+n)
-     *   checksum: stores dev_checksum_ref of [src, src+n) into *out (host
-     *             memory, any kind) once the kernel has run
-     *   axpy:     y[i] = fmaf(a, x[i], y[i]) for n floats; x, y 4-byte aligned */
-    lms_status_t (*fill)(void *self, dev_stream_t *stream, dev_addr_t dst, size_t n,
-                         uint64_t seed);
-    lms_status_t (*checksum)(void *self, dev_stream_t *stream, dev_addr_t src, size_t n,
-                             uint64_t *out);
-    lms_status_t (*axpy)(void *self, dev_stream_t *stream, size_t n, float a, dev_addr_t x,
-                         dev_addr_t y);
-    /* Runs training kernel a->kernel (see "The training kernels" below) on
-     * stream. The check layer has validated a (dev_kernel_operands). */
-    lms_status_t (*kernel)(void *self, dev_stream_t *stream, const dev_kernel_args_t *a);
+    /* Runs l, work brought from outside liblms (the test kernels), on stream
+     * in stream order, as one piece of work named l->name. The check layer
+     * checks l's ranges as a copy's device ranges, and that run and enqueue
+     * are both set (each backend calls its own); the work must touch no
+     * other device memory. l may be gone once this returns.
+     *   sim:  l->run(args) runs on the stream's worker once the work before
+     *         it has finished, on a copy of l->args made here; device
+     *         addresses are host addresses there.
+     *   cuda: l->enqueue(l->ctx, native, l->args) is called now, on this
+     *         thread, with the device's primary context current, and
+     *         enqueues the work on `native`, stream's CUstream; its status
+     *         is the op's (what it enqueued before a failure stays queued). */
+    lms_status_t (*launch)(void *self, dev_stream_t *stream, const dev_launch_t *l);
 
     /* Sets the observer (fn NULL: none, as at open): fn(ctx, work) is then
-     * called once for each copy, host function and test kernel, after it
+     * called once for each copy, host function and launch, after it
      * has run, with the times at which the device ran it: measured where it
      * ran, not when it was enqueued. Event records and waits are not work.
      *   sim:  for the work a stream's worker starts while fn is set; called
@@ -236,8 +256,8 @@ typedef struct dev_ops {
     X(set_access) X(unmap) X(host_register) X(host_unregister) X(stream_create)           \
     X(stream_adopt) X(stream_destroy) X(stream_synchronize) X(event_create)               \
     X(event_destroy) X(event_record) X(event_query) X(event_synchronize)                  \
-    X(stream_wait_event) X(copy_h2d) X(copy_d2h) X(copy_d2d) X(host_func) X(fill)         \
-    X(checksum) X(axpy) X(kernel) X(set_observer)
+    X(stream_wait_event) X(copy_h2d) X(copy_d2h) X(copy_d2d) X(host_func) X(launch)       \
+    X(set_observer)
 
 typedef enum dev_op {
 #define DEV_OP_ENUM(op) DEV_OP_##op,
@@ -286,6 +306,8 @@ typedef struct dev_device {
     void *self;
     dev_info_t info;
     struct dev_fault *fault; /* the fault layer, or NULL */
+    const struct dev_kernels *kernel_table; /* the kernels table at open, or NULL */
+    void *kernels;           /* that table's state for this device (its open sets it) */
 } dev_device_t;
 
 /* Opens the device cfg names (NULL: from the options). LMS_ERR_NO_DEVICE when
@@ -303,101 +325,25 @@ typedef struct dev_live {
 } dev_live_t;
 void dev_live(dev_device_t *dev, dev_live_t *out);
 
-/* ---- reference results of the test kernels -------------------------------- */
+/* ---- the kernels table ----------------------------------------------------- */
 
-/* Word j (bytes 8j..8j+7, little-endian) of a filled range is dev_mix64(seed + j);
- * a trailing partial word keeps its low bytes. */
-static inline uint64_t dev_mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull; /* splitmix64's finalizer */
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+/* What a library of kernels outside liblms (device/kernels/kernels.h) needs of
+ * every device: to be told when it opens and closes. See Note [Kernels table]
+ * in device.c. */
+typedef struct dev_kernels {
+    /* Called by dev_open once dev's stack is built, on the opening thread and
+     * before dev_open returns, so before any op is called on dev: sets
+     * dev->info.has_kernels and dev->kernels. It cannot fail the open: what
+     * goes wrong is for the kernels to report when launched. */
+    void (*open)(dev_device_t *dev);
+    /* Called by dev_close once what the caller left alive is destroyed, before
+     * the layers close: releases what open set up. */
+    void (*close)(dev_device_t *dev);
+} dev_kernels_t;
 
-/* The checksum of bytes b_0..b_{n-1} is  sum_i (b_i + 1) * (2*DEV_CHECKSUM_A*i + 1)
- * mod 2^64: every weight is odd, so any single changed byte changes it, and
- * so does swapping two different bytes (less than 2^35 apart). */
-#define DEV_CHECKSUM_A 0x9e3779b97f4a7c15ull
-
-void dev_fill_ref(void *dst, size_t n, uint64_t seed);
-uint64_t dev_checksum_ref(const void *src, size_t n);
-
-/* ---- the training kernels ----------------------------------------------------- */
-
-/*
- * What bench/train's model computes, as test kernels of either backend: fp32,
- * row-major matrices (a matrix r x c is r rows of c floats). Each is
- * deterministic: every output is summed in one fixed order, with no atomics,
- * so one backend gives bitwise the same results run after run, wherever lms
- * put the memory in between. The two backends need not agree bitwise with
- * each other (their orders of summation and their expf differ).
- *
- *   GEMM       C[m x n] = opA(A)[m x k] . opB(B)[k x n], + C when
- *              DEV_GEMM_ACCUMULATE. A is stored m x k, or k x m with
- *              DEV_GEMM_TRANS_A; B is stored k x n, or n x k with
- *              DEV_GEMM_TRANS_B. p = {A, B, C}. Each C[i][j] adds its k
- *              products in order of k.
- *   BIAS_ACT   X[m x n] += bias[n] per row, then, with DEV_ACT_RELU,
- *              X = max(X, 0); in place. p = {X, bias}.
- *   RELU_BACK  dX[m x n] = 0 where Y[m x n] <= 0; in place. p = {dX, Y}.
- *   COLSUM     out[n] = sum over rows i, in order, of X[i][n]. p = {X, out}.
- *   XENT       softmax cross-entropy of logits L[m x n] against labels
- *              (m int32 in [0, n)): loss[i] (i < m) is row i's loss and
- *              loss[m] their mean, summed in order of i; dL[m x n] =
- *              (softmax(L[i]) - onehot(label i)) / m. p = {L, labels, loss
- *              (m + 1 floats), dL}; dL may be L.
- *   ADAM       for n floats: M = b1 M + (1 - b1) G; V = b2 V + (1 - b2) G^2;
- *              W -= lr_t M / (sqrt(V) + eps), with f = {lr_t, b1, b2, eps}
- *              (lr_t: the step's bias-corrected rate). p = {W, G, M, V}.
- */
-typedef enum dev_kernel {
-    DEV_KERNEL_GEMM,
-    DEV_KERNEL_BIAS_ACT,
-    DEV_KERNEL_RELU_BACK,
-    DEV_KERNEL_COLSUM,
-    DEV_KERNEL_XENT,
-    DEV_KERNEL_ADAM,
-    DEV_KERNEL_COUNT
-} dev_kernel_t;
-
-enum {
-    DEV_GEMM_TRANS_A = 1,
-    DEV_GEMM_TRANS_B = 2,
-    DEV_GEMM_ACCUMULATE = 4,
-    DEV_ACT_RELU = 1,
-};
-
-#define DEV_KERNEL_OPERANDS 4
-#define DEV_KERNEL_MAX_DIM (1u << 24) /* m, n and k; GEMM's m also < 65536 tiles of 16 rows */
-
-struct dev_kernel_args {
-    dev_kernel_t kernel;
-    dev_addr_t p[DEV_KERNEL_OPERANDS]; /* operands, as each kernel lists them; unused: 0 */
-    uint32_t m, n, k;                  /* sizes, as each kernel names them; unused: 0 */
-    uint32_t flags;                    /* DEV_GEMM_*, DEV_ACT_* */
-    float f[4];                        /* ADAM's scalars */
-};
-
-/* One operand of a kernel: the bytes it uses and how (read, written whole,
- * or updated in place). */
-typedef struct dev_operand {
-    dev_addr_t addr;
-    size_t bytes;
-    lms_access_mode_t mode;
-} dev_operand_t;
-
-/* The operands of a, in its p order, into out[0..*n) (what a program makes
- * resident before the kernel, with lms_access_many). LMS_ERR_INVALID, with a
- * message, for an unknown kernel, an empty or overflowing size, unknown
- * flags, a NULL or misaligned (4-byte) operand. "kernel" names the kernel. */
-lms_status_t dev_kernel_operands(const dev_kernel_args_t *a, dev_operand_t out[DEV_KERNEL_OPERANDS],
-                                 size_t *n);
-const char *dev_kernel_name(dev_kernel_t k);
-
-/* The kernels on the host, for the sim backend and as tests' reference:
- * the operands are host addresses. Returns nothing: a has been validated. */
-void dev_kernel_ref(const dev_kernel_args_t *a);
+/* Sets the kernels table of the devices opened from now on (NULL: none, as at
+ * start); a device keeps the one it was opened with. */
+void dev_set_kernels(const dev_kernels_t *kernels);
 
 /* ---- calls ---------------------------------------------------------------- */
 
@@ -427,10 +373,7 @@ static inline lms_status_t dev_copy_h2d(dev_device_t *d, dev_stream_t *s, dev_ad
 static inline lms_status_t dev_copy_d2h(dev_device_t *d, dev_stream_t *s, void *dst, dev_addr_t src, size_t n) { return DEV_CALL(d, copy_d2h, s, dst, src, n); }
 static inline lms_status_t dev_copy_d2d(dev_device_t *d, dev_stream_t *s, dev_addr_t dst, dev_addr_t src, size_t n) { return DEV_CALL(d, copy_d2d, s, dst, src, n); }
 static inline lms_status_t dev_host_func(dev_device_t *d, dev_stream_t *s, dev_host_fn_t fn, void *arg) { return DEV_CALL(d, host_func, s, fn, arg); }
-static inline lms_status_t dev_fill(dev_device_t *d, dev_stream_t *s, dev_addr_t dst, size_t n, uint64_t seed) { return DEV_CALL(d, fill, s, dst, n, seed); }
-static inline lms_status_t dev_checksum(dev_device_t *d, dev_stream_t *s, dev_addr_t src, size_t n, uint64_t *out) { return DEV_CALL(d, checksum, s, src, n, out); }
-static inline lms_status_t dev_axpy(dev_device_t *d, dev_stream_t *s, size_t n, float a, dev_addr_t x, dev_addr_t y) { return DEV_CALL(d, axpy, s, n, a, x, y); }
-static inline lms_status_t dev_kernel(dev_device_t *d, dev_stream_t *s, const dev_kernel_args_t *a) { return DEV_CALL(d, kernel, s, a); }
+static inline lms_status_t dev_launch(dev_device_t *d, dev_stream_t *s, const dev_launch_t *l) { return DEV_CALL(d, launch, s, l); }
 static inline lms_status_t dev_set_observer(dev_device_t *d, dev_observer_t fn, void *ctx) { return DEV_CALL(d, set_observer, fn, ctx); }
 
 #endif /* LMS_DEVICE_H */

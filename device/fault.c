@@ -89,10 +89,7 @@ FORWARD(copy_h2d, (void *self, dev_stream_t *s, dev_addr_t d, const void *src, s
 FORWARD(copy_d2h, (void *self, dev_stream_t *s, void *d, dev_addr_t src, size_t n), s, d, src, n)
 FORWARD(copy_d2d, (void *self, dev_stream_t *s, dev_addr_t d, dev_addr_t src, size_t n), s, d, src, n)
 FORWARD(host_func, (void *self, dev_stream_t *s, dev_host_fn_t fn, void *arg), s, fn, arg)
-FORWARD(fill, (void *self, dev_stream_t *s, dev_addr_t d, size_t n, uint64_t seed), s, d, n, seed)
-FORWARD(checksum, (void *self, dev_stream_t *s, dev_addr_t src, size_t n, uint64_t *out), s, src, n, out)
-FORWARD(axpy, (void *self, dev_stream_t *s, size_t n, float a, dev_addr_t x, dev_addr_t y), s, n, a, x, y)
-FORWARD(kernel, (void *self, dev_stream_t *s, const dev_kernel_args_t *a), s, a)
+FORWARD(launch, (void *self, dev_stream_t *s, const dev_launch_t *l), s, l)
 FORWARD(set_observer, (void *self, dev_observer_t fn, void *ctx), fn, ctx)
 
 static void fault_close(void *self)

@@ -32,9 +32,4 @@ void dev_check_live(void *check_self, dev_live_t *out);
  * that teardown never fails on purpose. */
 void dev_fault_layer_set(struct dev_fault *fault, const dev_fault_plan_t *plan);
 
-/* The CUDA test kernels as a fatbin image (sm_90 SASS + compute_90 PTX),
- * embedded at build time; size 0 when the build had no nvcc. */
-extern const unsigned char dev_cuda_kernels_image[];
-extern const size_t dev_cuda_kernels_image_size;
-
 #endif /* LMS_DEVICE_LAYER_H */

@@ -15,7 +15,7 @@
  *   stream.lock       guards that stream's queue, counters and stopping flag
  *   link.lock         guards that link's busy_until
  * No lock is held while an op runs on a worker, so a host function or a
- * "kernel" may fault (SIGSEGV) without leaving a lock behind that matters.
+ * launch may fault (SIGSEGV) without leaving a lock behind that matters.
  *
  * Note [Sim semantics]
  * - VA reservation is mmap(PROT_NONE, MAP_NORESERVE): touching it faults.
@@ -27,7 +27,7 @@
  *   block mapped at two VAs shows the same bytes. Released blocks are punched
  *   out of the memfd, so a fresh block reads zeros and costs no host memory.
  * - Each stream is a worker thread running a FIFO of ops (copies, host
- *   functions, test kernels, event waits). An op's number in its stream is its
+ *   functions, launches, event waits). An op's number in its stream is its
  *   seq; the stream counts submitted and completed ops. An event is the pair
  *   (stream, seq of the last op submitted when it was recorded): done when that
  *   stream has completed seq ops. A wait is an op that blocks its worker until
@@ -36,8 +36,8 @@
  *   reserves the link's next free time slot of n / bandwidth and finishes at
  *   the end of it, so copies overlap compute and each other as on a real GPU
  *   (H2D and D2H in parallel, two H2D copies one after the other). D2D copies
- *   and kernels are not throttled.
- * - An observer (set_observer) is told of each copy, host function and kernel
+ *   and launches are not throttled.
+ * - An observer (set_observer) is told of each copy, host function and launch
  *   by the worker that ran it, after it ran and before it counts as
  *   completed, with the clock read around it; a throttled copy reports its
  *   slot on the link (it may have waited for the slot, its memmove runs at
@@ -112,10 +112,7 @@ struct sim_op {
         struct { void *dst; const void *src; size_t n; link_t *link; } copy;
         struct { dev_host_fn_t fn; void *arg; } host;
         struct { sim_stream_t *stream; uint64_t seq; } wait;
-        struct { void *dst; size_t n; uint64_t seed; } fill;
-        struct { const void *src; size_t n; uint64_t *out; } checksum;
-        struct { size_t n; float a; const float *x; float *y; } axpy;
-        dev_kernel_args_t kernel; /* a copy: the caller's may be gone when it runs */
+        struct { void (*run)(const void *args); unsigned char args[DEV_LAUNCH_ARGS]; } launch;
     } u;
 };
 
@@ -394,7 +391,7 @@ static lms_status_t sim_stream_wait_event(void *self, dev_stream_t *stream, dev_
     return st;
 }
 
-/* ---- copies, host functions, kernels -------------------------------------- */
+/* ---- copies, host functions, launches ------------------------------------- */
 
 static void run_copy(sim_op_t *op)
 {
@@ -451,42 +448,16 @@ static lms_status_t sim_host_func(void *self, dev_stream_t *s, dev_host_fn_t fn,
                                 .u.host = {fn, arg}});
 }
 
-static void run_fill(sim_op_t *op) { dev_fill_ref(op->u.fill.dst, op->u.fill.n, op->u.fill.seed); }
+static void run_launch(sim_op_t *op) { op->u.launch.run(op->u.launch.args); }
 
-static lms_status_t sim_fill(void *self, dev_stream_t *s, dev_addr_t dst, size_t n, uint64_t seed)
+/* The arguments are copied into the op: the caller's may be gone when it runs. */
+static lms_status_t sim_launch(void *self, dev_stream_t *s, const dev_launch_t *l)
 {
     (void)self;
-    return submit(s, (sim_op_t){.run = run_fill, .name = "fill", .kind = DEV_WORK_COMPUTE,
-                                .u.fill = {as_ptr(dst), n, seed}});
-}
-
-static void run_checksum(sim_op_t *op)
-{
-    *op->u.checksum.out = dev_checksum_ref(op->u.checksum.src, op->u.checksum.n);
-}
-
-static lms_status_t sim_checksum(void *self, dev_stream_t *s, dev_addr_t src, size_t n,
-                                 uint64_t *out)
-{
-    (void)self;
-    return submit(s, (sim_op_t){.run = run_checksum, .name = "checksum",
-                                .kind = DEV_WORK_COMPUTE, .u.checksum = {as_ptr(src), n, out}});
-}
-
-static void run_axpy(sim_op_t *op)
-{
-    const float *x = op->u.axpy.x;
-    float *y = op->u.axpy.y;
-    for (size_t i = 0; i < op->u.axpy.n; i++)
-        y[i] = fmaf(op->u.axpy.a, x[i], y[i]);
-}
-
-static lms_status_t sim_axpy(void *self, dev_stream_t *s, size_t n, float a, dev_addr_t x,
-                             dev_addr_t y)
-{
-    (void)self;
-    return submit(s, (sim_op_t){.run = run_axpy, .name = "axpy", .kind = DEV_WORK_COMPUTE,
-                                .u.axpy = {n, a, as_ptr(x), as_ptr(y)}});
+    sim_op_t op = {.run = run_launch, .name = l->name, .kind = DEV_WORK_COMPUTE,
+                   .u.launch.run = l->run};
+    memcpy(op.u.launch.args, l->args, sizeof op.u.launch.args);
+    return submit(s, op);
 }
 
 /* Taking the lock waits for the observer calls in progress (see the locks). */
@@ -499,15 +470,6 @@ static lms_status_t sim_set_observer(void *self, dev_observer_t fn, void *ctx)
     atomic_store_explicit(&sim->observed, fn != NULL, memory_order_release);
     pthread_mutex_unlock(&sim->observer_lock);
     return LMS_OK;
-}
-
-static void run_kernel(sim_op_t *op) { dev_kernel_ref(&op->u.kernel); }
-
-static lms_status_t sim_kernel(void *self, dev_stream_t *s, const dev_kernel_args_t *a)
-{
-    (void)self;
-    return submit(s, (sim_op_t){.run = run_kernel, .name = dev_kernel_name(a->kernel),
-                                .kind = DEV_WORK_COMPUTE, .u.kernel = *a});
 }
 
 /* ---- memory --------------------------------------------------------------- */
@@ -715,10 +677,7 @@ static const dev_ops_t sim_ops = {
     .copy_d2h = sim_copy_d2h,
     .copy_d2d = sim_copy_d2d,
     .host_func = sim_host_func,
-    .fill = sim_fill,
-    .checksum = sim_checksum,
-    .axpy = sim_axpy,
-    .kernel = sim_kernel,
+    .launch = sim_launch,
     .set_observer = sim_set_observer,
 };
 
@@ -808,7 +767,6 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
         .total_memory = sim->capacity,
         .granularity = sim->granularity,
         .host_numa_node = nearest_numa_node(),
-        .has_kernels = true,
     };
     snprintf(info->name, sizeof info->name, "simulated GPU (%s, %s blocks)",
              base_format_size(sim->capacity, cap, sizeof cap),

@@ -5,6 +5,8 @@
  * A suite is written once and runs on either backend: CTest runs it with
  * LMS_BACKEND=sim (label sim) and again with LMS_BACKEND=cuda (label gpu).
  * When the backend asked for has no device, the test is skipped with the reason.
+ * Every suite is linked with the test kernels (kernels.h), so its devices
+ * have them.
  */
 #ifndef LMS_TEST_HARNESS_H
 #define LMS_TEST_HARNESS_H
@@ -14,6 +16,7 @@
 #include "base/base.h"
 #include "device/device.h"
 #include "device/fault.h"
+#include "device/kernels/kernels.h"
 
 /* Settings for the sim backend that keep tests small; a real GPU ignores them. */
 #define TEST_SIM_MEMORY (64 * BASE_MiB)

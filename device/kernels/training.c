@@ -1,8 +1,8 @@
 /*
- * device/kernel.c — the training kernels (device.h, "The training
+ * device/kernels/training.c — the training kernels (kernels.h, "the training
  * kernels"): what each one's operands are, and the kernels themselves on the
- * host, which the sim backend runs on its stream workers and tests use as
- * the reference. Their CUDA twins are in kernels.cu.
+ * host, which a launch runs on sim's stream workers and tests use as the
+ * reference. Their CUDA twins are in kernels.cu.
  *
  * No state and no locks: every function works on its arguments only.
  * Determinism is the contract: each output is summed in one fixed order, so
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/base.h"
-#include "device/device.h"
+#include "device/kernels/kernels.h"
 
 static const char *const names[DEV_KERNEL_COUNT] = {
     [DEV_KERNEL_GEMM] = "gemm",         [DEV_KERNEL_BIAS_ACT] = "bias_act",

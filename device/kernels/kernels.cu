@@ -1,29 +1,30 @@
 /*
- * device/kernels.cu — the test kernels of the cuda backend: fill, checksum and
- * axpy, whose results are bit-identical to the host references in
- * device/device.h (dev_fill_ref, dev_checksum_ref, fmaf), and the training
+ * device/kernels/kernels.cu — the test kernels on the cuda backend: fill,
+ * checksum and axpy, whose results are bit-identical to the host references
+ * in kernels.h (dev_fill_ref, dev_checksum_ref, fmaf), and the training
  * kernels (at the end), deterministic but not bitwise the host's.
  *
  * The build compiles this file with nvcc into a fatbin (sm_90 SASS +
- * compute_90 PTX) and embeds it as dev_cuda_kernels_image; device/cuda.c loads
- * it with cuModuleLoadData and finds the kernels by these extern "C" names.
- * Their parameters are what cuda.c passes to cuLaunchKernel: pointers as
- * 64-bit device addresses, sizes as unsigned long long.
+ * compute_90 PTX) and embeds it in the kernels library (never in liblms.so)
+ * as dev_cuda_kernels_image; cuda.c loads it with cuModuleLoadData and finds
+ * the kernels by these extern "C" names. Their parameters are what cuda.c
+ * passes to cuLaunchKernel: pointers as 64-bit device addresses, sizes as
+ * unsigned long long.
  *
  * Every kernel is a grid-stride loop with 64-bit sizes and indices, so any
  * grid covers any n (n = 0 included). Launch with blockDim.x a multiple of 32:
  * the checksum reduces per warp. No shared state, no locks.
  *
- * device.h is C for the host and is not included here; the two definitions the
- * results depend on are restated below and must stay equal to device.h's.
+ * kernels.h is C for the host and is not included here; the two definitions
+ * the results depend on are restated below and must stay equal to kernels.h's.
  */
 
 typedef unsigned long long u64; /* the type of atomicAdd's 64-bit overload */
 
-/* = DEV_CHECKSUM_A in device/device.h. */
+/* = DEV_CHECKSUM_A in kernels.h. */
 #define CHECKSUM_A 0x9e3779b97f4a7c15ull
 
-/* = dev_mix64 in device/device.h (splitmix64's finalizer). */
+/* = dev_mix64 in kernels.h (splitmix64's finalizer). */
 __device__ __forceinline__ u64 mix64(u64 x)
 {
     x += 0x9e3779b97f4a7c15ull;
@@ -157,7 +158,7 @@ extern "C" __global__ void dev_axpy_kernel(u64 n, float a, const float *x, float
         y[i] = __fmaf_rn(a, x[i], y[i]);
 }
 
-/* ---- the training kernels (device.h, "The training kernels") ----------------
+/* ---- the training kernels (kernels.h, "the training kernels") ---------------
  *
  * Each takes the one argument cuda.c passes: dev_kernel_args_t by value,
  * restated here (kargs) with the same layout, which the static_assert and
