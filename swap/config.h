@@ -21,7 +21,7 @@
 
 /* The most address space lms reserves: x86-64's user half (4-level pages). */
 #define SWAP_VA_MAX ((size_t)1 << 47)
-/* A step of a pipelined swap when LMS_SWAP_PIECE is 0 (Note [Pipelined swaps]). */
+/* A step of a pipelined swap when LMS_SWAP_PIECE is 0 (Note [Pipelined swaps] in window.c). */
 #define SWAP_PIECE_DEFAULT ((size_t)16 << 20)
 /* The most chunks a piece holds: residency evicts at most this many in one copy. */
 #define SWAP_MAX_RUN 64

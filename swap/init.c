@@ -11,12 +11,12 @@
  * free goes to) and takes them apart. Lock: swap_lock, held by every caller
  * here; the at-exit and fork handlers take it themselves.
  */
-#include <numa.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "swap/config.h"
 #include "swap/tcache.h"
 #include "swap/trace.h"
 
@@ -46,14 +46,6 @@ void swap_config_from_options(swap_config_t *cfg)
         .trace_path = o->trace,
     };
     dev_config_from_options(&cfg->device);
-}
-
-static size_t default_host_limit(int node)
-{
-    long long node_bytes = node >= 0 && numa_available() >= 0 ? numa_node_size64(node, NULL) : -1;
-    if (node_bytes <= 0)
-        node_bytes = (long long)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-    return (size_t)node_bytes / 2;
 }
 
 /* The stats for the timeline's end: lms_stats's, or what there is of a
@@ -219,10 +211,8 @@ static void release_freed(size_t offset, size_t size)
     resid_freed(freed);
 }
 
-/* The most address space lms reserves: x86-64's user half (4-level pages). */
-#define VA_MAX ((size_t)1 << 47)
 
-lms_status_t swap_init_locked(const swap_config_t *cfg)
+lms_status_t swap_init_locked(const swap_config_t *cfg, bool from_options)
 {
     char a[32], b[32], c[32];
     if (forked_after_start)
@@ -249,60 +239,19 @@ lms_status_t swap_init_locked(const swap_config_t *cfg)
     if (cfg->trace_path != NULL && cfg->trace_path[0] != '\0' &&
         (st = timeline_open(cfg->trace_path, &S->dev->info, &cfg->device)) != LMS_OK)
         goto fail;
-    size_t chunk = S->chunk = S->dev->info.granularity, free_b, total;
-    if ((st = dev_mem_info(S->dev, &free_b, &total)) != LMS_OK)
+    /* every "0 = default" and clamp, once (Note [Resolved configuration] in config.c) */
+    swap_facts_t facts = {.granularity = S->dev->info.granularity};
+    swap_resolved_t *r = &S->resolved;
+    if ((st = dev_mem_info(S->dev, &facts.free_bytes, &facts.total_bytes)) != LMS_OK ||
+        (st = swap_facts_host(S->dev->info.host_numa_node, &facts)) != LMS_OK ||
+        (st = swap_config_resolve(cfg, from_options, &facts, r)) != LMS_OK)
         goto fail;
-    bool by_fraction = cfg->device_fraction > 0;
-    size_t limit = by_fraction ? (size_t)(cfg->device_fraction * (double)total) : cfg->device_limit;
-    if (limit == 0 && !by_fraction) /* not set; a fraction that gives 0 bytes fails below */
-        limit = free_b - (free_b / 8 < 512 * BASE_MiB ? free_b / 8 : 512 * BASE_MiB);
-    if (limit > free_b) {
-        base_log(BASE_LOG_WARN, "%s=%s is more than the device's free memory (%s); using %s",
-                 by_fraction ? "lms_set_device_fraction's limit" : "LMS_DEVICE_LIMIT",
-                 swap_fmt(limit, a), swap_fmt(free_b, b), b);
-        limit = free_b;
-    }
-    S->budget = limit / chunk;
-    if (S->budget == 0) {
-        char what[64];
-        if (by_fraction)
-            snprintf(what, sizeof what, "lms_set_device_fraction(%g)", cfg->device_fraction);
-        st = base_fail(LMS_ERR_INVALID, "lms_init: the device limit %s (%s) is less than one "
-                       "chunk (%s)", swap_fmt(limit, a), by_fraction ? what : "LMS_DEVICE_LIMIT",
-                       swap_fmt(chunk, b));
-        goto fail;
-    }
-    S->host_limit = !cfg->swap      ? 0
-                    : cfg->host_limit ? cfg->host_limit
-                                      : default_host_limit(S->dev->info.host_numa_node);
-    /* Pinned host memory is the machine's: a limit beyond it cannot be met,
-     * and 4 x it as the default reserve asked for tables of billions of
-     * chunks (LMS_HOST_LIMIT=2^63, the settings sweep) */
-    size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
-    if (S->host_limit > ram) {
-        st = base_fail(LMS_ERR_INVALID, "lms_init: LMS_HOST_LIMIT=%s is more than this machine's "
-                       "memory (%s)", swap_fmt(S->host_limit, a), swap_fmt(ram, b));
-        goto fail;
-    }
-    if (cfg->va_reserve > VA_MAX) {
-        st = base_fail(LMS_ERR_INVALID, "lms_init: LMS_VA_RESERVE=%s is more than lms reserves "
-                       "(%s, the user address space of x86-64)", swap_fmt(cfg->va_reserve, a),
-                       swap_fmt(VA_MAX, b));
-        goto fail;
-    }
-    size_t room = S->budget * chunk + S->host_limit; /* device memory + RAM at most: no wrap */
-    size_t va = cfg->va_reserve ? cfg->va_reserve : 4 * room < VA_MAX ? 4 * room : VA_MAX;
-    if (va / chunk >= UINT32_MAX) /* chunk ids are 32 bits (a sim of 4 KiB blocks) */
-        va = (size_t)(UINT32_MAX - 1) * chunk;
-    va = (va + chunk - 1) / chunk * chunk;
-    if (va < S->budget * chunk) {
-        base_log(BASE_LOG_WARN, "LMS_VA_RESERVE=%s is less than the device limit (%s); "
-                 "reserving %s", swap_fmt(cfg->va_reserve, a), swap_fmt(S->budget * chunk, b),
-                 b);
-        va = S->budget * chunk;
-    }
-    S->nchunks = va / chunk;
+    size_t chunk = S->chunk = r->chunk, va = r->va_size;
+    S->budget = r->budget;
+    S->host_limit = r->host_limit;
+    S->nchunks = r->nchunks;
     S->va_size = va;
+    S->capacity = r->capacity;
     if ((st = dev_va_reserve(S->dev, va, &S->base)) != LMS_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s", lms_last_error());
@@ -312,29 +261,12 @@ lms_status_t swap_init_locked(const swap_config_t *cfg)
         goto fail;
     }
     alloc_config_t ac = {.chunk_size = chunk, .nchunks = S->nchunks,
-                         .large_threshold = cfg->large_threshold};
-    if (!alloc_large_threshold_ok(chunk, ac.large_threshold)) { /* known only now */
-        base_log(BASE_LOG_WARN, "LMS_LARGE_THRESHOLD=%zu: must be 4 KiB..16 chunks (%zu bytes); "
-                 "using the default, 8 chunks", ac.large_threshold, 16 * chunk);
-        ac.large_threshold = 0;
-    }
+                         .large_threshold = r->large_threshold};
     if ((st = alloc_create(&ac, &S->alloc)) != LMS_OK)
         goto fail;
     if ((st = resid_init()) != LMS_OK)
         goto fail;
-    /* Whatever is allocated must have somewhere to be; and swapping needs
-     * room to turn: a chunk goes out before another comes in, and the
-     * reclaim thread keeps `high` blocks free, whose data is then on the
-     * host. So that much of the host limit is not for allocations. */
-    size_t host_chunks = S->host_limit / chunk;
-    S->capacity = S->budget + (host_chunks > S->rc.high ? host_chunks - S->rc.high : 0);
-    if (cfg->va_reserve && S->nchunks < S->capacity)
-        base_log(BASE_LOG_WARN, "LMS_VA_RESERVE=%s is less than the room for allocations (%s of "
-                 "the device and host limits): allocations stop at the reserved range",
-                 swap_fmt(va, a), swap_fmt(S->capacity * chunk, b));
-    size_t flush_bytes =
-        S->budget * chunk / 16 > 64 * BASE_MiB ? 64 * BASE_MiB : S->budget * chunk / 16;
-    if ((st = streams_init(&S->streams, S->dev, &S->events, chunk, flush_bytes, release_freed)) !=
+    if ((st = streams_init(&S->streams, S->dev, &S->events, chunk, r->flush_bytes, release_freed)) !=
         LMS_OK)
         goto fail;
     if (cfg->preallocate && (st = blocks_preallocate(&S->blocks)) != LMS_OK)
@@ -367,5 +299,5 @@ lms_status_t swap_init_from_options(double device_fraction, bool no_swapping)
     swap_config_from_options(&cfg);
     cfg.device_fraction = device_fraction;
     cfg.swap = cfg.swap && !no_swapping;
-    return swap_init_locked(&cfg);
+    return swap_init_locked(&cfg, true);
 }

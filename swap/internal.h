@@ -19,6 +19,7 @@
 
 #include "swap/blocks.h"
 #include "swap/chunks.h"
+#include "swap/config.h"
 #include "swap/events.h"
 #include "swap/pins.h"
 #include "swap/ranking.h"
@@ -58,6 +59,7 @@ typedef struct holds {
 /* lms's state: the composition of swap/'s parts, each its module's. */
 typedef struct state {
     swap_config_t cfg;
+    swap_resolved_t resolved; /* cfg with every default and clamp resolved (config.c) */
     uint64_t generation; /* of this initialization */
     dev_device_t *dev;
     dev_addr_t base;
@@ -109,8 +111,10 @@ HIDDEN void swap_launch_stats(lms_stats_t *out);
 HIDDEN void swap_launch_reset(void);
 
 /* init.c: lms's start and end. */
-/* Starts lms with cfg; S is NULL before, and after a failure. */
-HIDDEN lms_status_t swap_init_locked(const swap_config_t *cfg);
+/* Starts lms with cfg (from the LMS_* options if from_options, else the
+ * program's: Note [Resolved configuration] in config.c); S is NULL before,
+ * and after a failure. */
+HIDDEN lms_status_t swap_init_locked(const swap_config_t *cfg, bool from_options);
 /* swap_init_locked with the options' configuration, lms_set_device_fraction's
  * fraction (0: none) and, if no_swapping (lms_forbid_swapping), no swapping. */
 HIDDEN lms_status_t swap_init_from_options(double device_fraction, bool no_swapping);

@@ -131,7 +131,7 @@ lms_status_t swap_init(const swap_config_t *cfg)
         return base_fail(LMS_ERR_INVALID, "swap_init: NULL config");
     pthread_mutex_lock(&swap_lock);
     lms_status_t st = S != NULL ? base_fail(LMS_ERR_INVALID, "swap_init: lms is initialized already")
-                                : swap_init_locked(cfg);
+                                : swap_init_locked(cfg, false);
     pthread_mutex_unlock(&swap_lock);
     return st;
 }

@@ -260,27 +260,6 @@ lms_status_t resid_wait_oldest(size_t most)
 
 /* ---- init and teardown ------------------------------------------------------------ */
 
-/* The reclaim watermarks must lie inside the device limit, and low at most
- * high when both are set: a high watermark past the limit left room for
- * almost nothing (issue 24: with 1G and 2G on 320 MiB, 64 MiB could be
- * allocated). Bad ones are said and both defaults used (0). One set alone
- * moves the other's default: high is at least low + 1 chunk (resid_init). */
-static void check_watermarks(size_t *low, size_t *high)
-{
-    char a[32], b[32], c[32];
-    size_t limit = S->budget * S->chunk;
-    const char *wrong = *low >= limit && *low != 0               ? "LMS_RECLAIM_LOW"
-                        : *high >= limit && *high != 0           ? "LMS_RECLAIM_HIGH"
-                        : *low != 0 && *high != 0 && *low > *high ? "low above high"
-                                                                 : NULL;
-    if (wrong == NULL)
-        return;
-    base_log(BASE_LOG_WARN, "LMS_RECLAIM_LOW=%s, LMS_RECLAIM_HIGH=%s: %s: each must be less "
-             "than the device limit (%s), and low at most high; using the defaults (limit / 32 "
-             "and limit / 16)", swap_fmt(*low, a), swap_fmt(*high, b), wrong, swap_fmt(limit, c));
-    *low = *high = 0;
-}
-
 lms_status_t resid_init(void)
 {
     size_t chunk = S->chunk;
@@ -289,14 +268,9 @@ lms_status_t resid_init(void)
         st = blocks_init(&S->blocks, S->dev, S->budget);
     if (st != LMS_OK)
         return st;
-    size_t low_b = S->cfg.reclaim_low, high_b = S->cfg.reclaim_high;
-    check_watermarks(&low_b, &high_b);
-    size_t low = low_b ? low_b / chunk : S->budget / 32;
-    size_t high = high_b ? high_b / chunk : S->budget / 16;
-    S->rc.low = low < 1 ? 1 : low;
-    S->rc.high = high <= S->rc.low ? S->rc.low + 1 : high;
-    size_t piece = (S->cfg.swap_piece ? S->cfg.swap_piece : PIECE_BYTES) / chunk;
-    S->piece = piece < 1 ? 1 : piece > MAX_RUN ? MAX_RUN : piece;
+    S->rc.low = S->resolved.low;
+    S->rc.high = S->resolved.high;
+    S->piece = S->resolved.piece;
     S->rc.wake_made = resid_cond_init(&S->rc.wake) == 0;
     S->holds.unheld_made = S->rc.wake_made && resid_cond_init(&S->holds.unheld) == 0;
     if (!S->holds.unheld_made)

@@ -11,9 +11,6 @@
 #include "swap/internal.h"
 #include "swap/trace.h"
 
-#define MAX_RUN 64 /* chunks evicted in one copy */
-#define PIECE_BYTES (16u << 20) /* a step of a pipelined swap, by default (Note [Pipelined swaps] in window.c) */
-
 /* ---- residency.c ----------------------------------------------------------- */
 
 /* Resident or host chunks changed: the timeline's memory counter follows. */
