@@ -20,7 +20,8 @@
  *     the access trace are updated with them held, around lms calls that take
  *     swap_lock (lms_pin, lms_allocation_of).
  *   - swap_lock is held across every device call swap/ makes but the waits
- *     (Note [Stream-ordered free] and the file comment of swap/lms.c), so the
+ *     (Note [Stream-ordered free] in swap/streams.c and the file comment of
+ *     swap/lms.c), so the
  *     device's locks all rank after it; the timeline's reports come from
  *     swap/ with it held.
  *   - A backend's observer lock (sim.observer_lock, cuda.observe_lock) is

@@ -1,6 +1,6 @@
 /*
  * bench/launch.c — what the launch hook adds to a kernel launch
- * (interpose/launch.h): finding the kernel's parameter layout, scanning its
+ * (interpose/internal.h, launch.c): finding the kernel's parameter layout, scanning its
  * parameters for pointers into lms's range, and making the allocations they
  * point to resident on the launch's stream, when nothing has to move.
  *

@@ -59,6 +59,7 @@
 #define BENCH_NAME "remap"
 #include "bench/bench.h"
 #include "device/device.h"
+#include "device/kernels/kernels.h"
 
 #define MAX_BLOCKS 32     /* the largest chunk, in blocks */
 #define MAX_SAMPLES 4096  /* remaps kept per row */

@@ -571,7 +571,7 @@ static char start_why[512];        /* its message (as long as lms_last_error's) 
 /*
  * Note [Frees in a forked child]
  * In a child forked after lms started, lms cannot start (Note [Fork] in
- * swap/lms.c), and a free of the parent's pointer must say so as the
+ * swap/init.c), and a free of the parent's pointer must say so as the
  * README promises: cudaErrorNotSupported (CUDA_ERROR_NOT_SUPPORTED), with
  * lms's message in the log. Without this check it did not: the pointer is
  * not lms's in the child, so it went on to CUDA, whose runtime, unusable

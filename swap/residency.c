@@ -401,7 +401,7 @@ lms_status_t resid_mark_iteration(void)
     return st;
 }
 
-/* Takes `times` pins off the chunks of [offset, offset + bytes): lms.c's pin
+/* Takes `times` pins off the chunks of [offset, offset + bytes): pins.c's pin
  * records say that lms_pin put them there. */
 void resid_unpin(size_t offset, size_t bytes, uint32_t times)
 {

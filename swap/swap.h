@@ -1,7 +1,7 @@
 /*
  * swap/ — residency, and the implementation of include/lms.h: it places with
  * alloc/, owns the pool of physical blocks and every map and unmap, and keeps
- * frees stream-ordered. See Note [Stream-ordered free] in lms.c.
+ * frees stream-ordered. See Note [Stream-ordered free] in streams.c.
  *
  * Today every chunk that holds an allocation is backed by a device block
  * (swapping to host memory is the next step); a chunk that becomes free keeps

@@ -3,9 +3,9 @@
  * trace-event file of what lms decided and what the device ran
  * (docs/timeline-format.md is the format; trace.c owns the writer).
  *
- * lms.c opens it at init and finishes it at shutdown or process exit;
- * residency (residency.c, evict.c, window.c, prefetch.c) reports its decisions; the device reports its work through
- * the observer (timeline_device_work). Every report is made only when
+ * init.c opens it at init and finishes it at shutdown or process exit;
+ * residency (residency.c, evict.c, window.c, prefetch.c) reports its
+ * decisions; the device reports its work through the observer (timeline_device_work). Every report is made only when
  * timeline_on: the one check a hot path pays while no timeline is written.
  *
  * Threads: timeline_on changes only under swap_lock (open and finish), and
@@ -66,7 +66,7 @@ HIDDEN void timeline_tick(void);
 
 /* Writes the end (the last memory counter, the closing lines and otherData
  * with stats) and closes the file; clears timeline_on. No device observer
- * call may come after it but those it drops (lms.c calls it once the device
+ * call may come after it but those it drops (init.c calls it once the device
  * is closed, or at exit). */
 HIDDEN void timeline_finish(const lms_stats_t *stats);
 

@@ -163,7 +163,7 @@ Test(lockorder, a_condition_wait_under_a_higher_lock_aborts, .signal = SIGABRT)
 
 Test(lockorder, a_forked_child_starts_with_the_forking_threads_locks)
 {
-    lo_lock(&a, LO_SWAP); /* as swap/lms.c's prepare handler leaves it */
+    lo_lock(&a, LO_SWAP); /* as swap/init.c's prepare handler leaves it */
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {

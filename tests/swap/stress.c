@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "device/kernels/kernels.h"
 #include "swap/swap.h"
 
 #define REGION (64 * 1024) /* bytes; a multiple of 8 */

@@ -326,7 +326,7 @@ static void framework_step(lms_stream_t s, size_t size, void **at)
     TEST_OK(lms_free(grad[g], s));
 }
 
-/* Placement repeats step after step (Note [Placement repeats] in lms.c):
+/* Placement repeats step after step (Note [Placement repeats] in streams.c):
  * what the policy learns is a sequence of chunks. Reusing the newest free
  * instead rotated the addresses with a period of several steps. */
 Test(lms, a_training_loop_gets_the_same_addresses_every_step)
@@ -692,7 +692,7 @@ Test(lms, eight_threads_never_get_overlapping_memory, .timeout = 600)
     free(shadow);
 }
 
-/* ---- fork (Note [Fork] in swap/lms.c) ---- */
+/* ---- fork (Note [Fork] in swap/init.c) ---- */
 
 static atomic_int churning;
 
