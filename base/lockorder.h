@@ -21,20 +21,20 @@
  *     swap_lock (lms_pin, lms_allocation_of).
  *   - swap_lock is held across every device call swap/ makes but the waits
  *     (Note [Stream-ordered free] in swap/streams.c and the file comment of
- *     swap/lms.c), so the
- *     device's locks all rank after it; the timeline's reports come from
- *     swap/ with it held.
+ *     swap/lms.c), so the device's locks all rank after it; the timeline's
+ *     reports come from swap/ with it held.
  *   - A backend's observer lock (sim.observer_lock, cuda.observe_lock) is
  *     held while the backend tells the observer of work done, which is the
  *     check layer's: it takes check.lock to find the handle, then calls
- *     swap/'s timeline, which takes timeline_lock (device/check.c, device/
- *     sim.c, Note [Timing work on the GPU] in device/cuda.c). swap_lock is
- *     held where set_observer and cuda's polling run.
- *   - check.lock is held across the create, destroy, map and unmap of the
- *     layers below under full validation (device/check.c), so the handle
- *     tables', the fault layer's and every backend lock rank after it. A
- *     handle table's lock is taken under it, with nothing under it but host
- *     metadata.
+ *     swap/'s timeline, which takes timeline_lock (device/check_work.c,
+ *     device/sim.c, Note [Timing work on the GPU] in device/cuda_work.c).
+ *     swap_lock is held where set_observer and cuda's polling run.
+ *   - check.lock is held across the layers below's block_release, map,
+ *     unmap and set_access under full validation, and across their
+ *     va_free, host_register and host_unregister always (device/check.c),
+ *     so the handle tables', the fault layer's and every backend lock rank
+ *     after it. A handle table's lock is taken under it, with nothing under
+ *     it but host metadata (device/handle.c).
  *   - Inside the sim, sim.event_lock is held while a stream's lock is read
  *     (event_pending); its other locks are never held two at once.
  *   - timeline_lock is a leaf but for write(2) and host metadata, and is
@@ -75,7 +75,7 @@
     X(LO_DEV_CHECK, "check.lock (device/check.h)")                                           \
     X(LO_DEV_HANDLES, "a handle table's lock (device/handle.h)")                             \
     X(LO_DEV_FAULT, "the fault layer's lock (device/fault.c)")                               \
-    X(LO_CUDA, "cuda.lock (device/cuda.c)")                                                  \
+    X(LO_CUDA, "cuda.lock (device/cuda.h)")                                                  \
     X(LO_SIM, "sim.lock (device/sim.c)")                                                     \
     X(LO_SIM_EVENT, "sim.event_lock (device/sim.c)")                                         \
     X(LO_SIM_STREAM, "a sim stream's lock (device/sim.c)")                                   \

@@ -21,6 +21,7 @@
 #include <lms_jemalloc.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 
 static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint meta_arena; /* the arena's index + 1; 0 until created */
@@ -31,7 +32,7 @@ static int meta_flags(void)
 {
     unsigned arena = atomic_load_explicit(&meta_arena, memory_order_acquire);
     if (arena == 0) {
-        pthread_mutex_lock(&meta_lock);
+        lo_lock(&meta_lock, LO_META);
         arena = atomic_load_explicit(&meta_arena, memory_order_relaxed);
         if (arena == 0) {
             unsigned index;
@@ -41,7 +42,7 @@ static int meta_flags(void)
                 atomic_store_explicit(&meta_arena, arena, memory_order_release);
             }
         }
-        pthread_mutex_unlock(&meta_lock);
+        lo_unlock(&meta_lock, LO_META);
         if (arena == 0)
             return 0;
     }

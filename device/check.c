@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "device/check.h"
 
 static atomic_uint next_tag;
@@ -152,9 +153,9 @@ lms_status_t check_device_range(check_t *c, const char *op, dev_addr_t addr, siz
                          (unsigned long long)addr, n);
     if (!c->full)
         return LMS_OK;
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     bool inside = find_reservation(c, addr, n) != NULL;
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     if (!inside)
         return base_fail(LMS_ERR_INVALID,
                          "%s: [0x%llx, +%zu) is not inside a reservation of this device", op,
@@ -199,15 +200,15 @@ static lms_status_t check_va_reserve(void *self, size_t size, dev_addr_t *base)
         base_meta_free(r.block);
         return st;
     }
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     if (!grow((void **)&c->res, &c->capres, c->nres + 1, sizeof *c->res)) {
-        pthread_mutex_unlock(&c->lock);
+        lo_unlock(&c->lock, LO_DEV_CHECK);
         INNER(c, va_free, r.base, size);
         base_meta_free(r.block);
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory for the reservation");
     }
     c->res[c->nres++] = r;
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     *base = r.base;
     return LMS_OK;
 }
@@ -215,7 +216,7 @@ static lms_status_t check_va_reserve(void *self, size_t size, dev_addr_t *base)
 static lms_status_t check_va_free(void *self, dev_addr_t base, size_t size)
 {
     check_t *c = self;
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     lms_status_t st;
     size_t i = 0;
     while (i < c->nres && c->res[i].base != base)
@@ -245,7 +246,7 @@ static lms_status_t check_va_free(void *self, dev_addr_t base, size_t size)
     base_meta_free(r->block);
     c->res[i] = c->res[--c->nres];
 out:
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     return st;
 }
 
@@ -276,7 +277,7 @@ static lms_status_t check_block_release(void *self, dev_block_t block)
             handle_remove(&c->blocks, b);
         return st;
     }
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     lms_status_t st = handle_find(&c->blocks, "block_release", block, &b);
     if (st == LMS_OK && b->maps != 0)
         st = base_fail(LMS_ERR_INVALID, "block_release: the block is still mapped at %u VAs",
@@ -285,7 +286,7 @@ static lms_status_t check_block_release(void *self, dev_block_t block)
         st = INNER(c, block_release, atomic_load_explicit(&b->inner, memory_order_relaxed));
     if (st == LMS_OK)
         handle_remove(&c->blocks, b);
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     return st;
 }
 
@@ -328,13 +329,13 @@ static lms_status_t check_map(void *self, dev_addr_t va, dev_block_t block)
             (st = handle_find(&c->blocks, "map", block, &b)) != LMS_OK ||
             (st = INNER(c, map, va, atomic_load_explicit(&b->inner, memory_order_relaxed))) != LMS_OK)
             return st;
-        pthread_mutex_lock(&c->lock);
+        lo_lock(&c->lock, LO_DEV_CHECK);
         if (find_run(c, va, c->granularity, &r, &g) && r->block[g] == 0)
             record_map(c, r, g, block, b);
-        pthread_mutex_unlock(&c->lock);
+        lo_unlock(&c->lock, LO_DEV_CHECK);
         return LMS_OK;
     }
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     st = check_run(c, "map", va, c->granularity, &r, &g);
     if (st == LMS_OK)
         st = handle_find(&c->blocks, "map", block, &b);
@@ -345,7 +346,7 @@ static lms_status_t check_map(void *self, dev_addr_t va, dev_block_t block)
         st = INNER(c, map, va, atomic_load_explicit(&b->inner, memory_order_relaxed));
     if (st == LMS_OK)
         record_map(c, r, g, block, b);
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     return st;
 }
 
@@ -369,13 +370,13 @@ static lms_status_t check_set_access(void *self, dev_addr_t va, size_t size)
         lms_status_t st = check_aligned(c, "set_access", va, size);
         return st != LMS_OK ? st : INNER(c, set_access, va, size);
     }
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     reservation_t *r;
     size_t first;
     lms_status_t st = check_mapped_run(c, "set_access", va, size, &r, &first);
     if (st == LMS_OK)
         st = INNER(c, set_access, va, size);
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     return st;
 }
 
@@ -389,19 +390,19 @@ static lms_status_t check_unmap(void *self, dev_addr_t va, size_t size)
         if ((st = check_aligned(c, "unmap", va, size)) != LMS_OK ||
             (st = INNER(c, unmap, va, size)) != LMS_OK)
             return st;
-        pthread_mutex_lock(&c->lock);
+        lo_lock(&c->lock, LO_DEV_CHECK);
         if (find_run(c, va, size, &r, &first))
             record_unmap(c, r, first, size / c->granularity);
-        pthread_mutex_unlock(&c->lock);
+        lo_unlock(&c->lock, LO_DEV_CHECK);
         return LMS_OK;
     }
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     st = check_mapped_run(c, "unmap", va, size, &r, &first);
     if (st == LMS_OK)
         st = INNER(c, unmap, va, size);
     if (st == LMS_OK)
         record_unmap(c, r, first, size / c->granularity);
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     return st;
 }
 
@@ -414,7 +415,7 @@ static lms_status_t check_host_register(void *self, void *ptr, size_t size)
     if (st != LMS_OK)
         return st;
     char *p = ptr;
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     for (size_t i = 0; i < c->nhost; i++) {
         host_range_t *h = &c->host[i];
         if (p < h->ptr + h->size && h->ptr < p + size) {
@@ -432,14 +433,14 @@ static lms_status_t check_host_register(void *self, void *ptr, size_t size)
         goto out;
     c->host[c->nhost++] = (host_range_t){p, size};
 out:
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     return st;
 }
 
 static lms_status_t check_host_unregister(void *self, void *ptr)
 {
     check_t *c = self;
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     lms_status_t st;
     size_t i = 0;
     while (i < c->nhost && c->host[i].ptr != ptr)
@@ -454,7 +455,7 @@ static lms_status_t check_host_unregister(void *self, void *ptr)
         goto out;
     c->host[i] = c->host[--c->nhost];
 out:
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     return st;
 }
 
@@ -463,7 +464,7 @@ out:
 void dev_check_live(void *self, dev_live_t *out)
 {
     check_t *c = self;
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     *out = (dev_live_t){
         .reservations = c->nres,
         .blocks = handle_live(&c->blocks),
@@ -472,7 +473,7 @@ void dev_check_live(void *self, dev_live_t *out)
         .streams = handle_live(&c->streams),
         .events = handle_live(&c->events),
     };
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
 }
 
 static void log_teardown(lms_status_t st)
@@ -488,7 +489,7 @@ static void log_teardown(lms_status_t st)
 void dev_check_destroy_all(void *self)
 {
     check_t *c = self;
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     handle_slot_t *s;
     for (uint32_t i = 0; i < handle_count(&c->streams); i++)
         if (handle_used(s = handle_slot_at(&c->streams, i))) {
@@ -516,7 +517,7 @@ void dev_check_destroy_all(void *self)
         }
     for (; c->nhost > 0; c->nhost--)
         log_teardown(INNER(c, host_unregister, c->host[c->nhost - 1].ptr));
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
 }
 
 static void check_close(void *self)

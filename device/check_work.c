@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "device/check.h"
 
 /* ---- streams and events ------------------------------------------------------ */
@@ -223,7 +224,7 @@ static void check_observe(void *ctx, const dev_work_t *inner)
     check_t *c = ctx;
     dev_work_t work = *inner;
     work.stream = NULL;
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     dev_observer_t fn = c->observer;
     void *fn_ctx = c->observer_ctx;
     for (uint32_t i = 0; i < handle_count(&c->streams); i++) {
@@ -234,7 +235,7 @@ static void check_observe(void *ctx, const dev_work_t *inner)
             break;
         }
     }
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     if (fn != NULL)
         fn(fn_ctx, &work);
 }
@@ -245,10 +246,10 @@ static void check_observe(void *ctx, const dev_work_t *inner)
 lms_status_t check_set_observer(void *self, dev_observer_t fn, void *ctx)
 {
     check_t *c = self;
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     dev_observer_t old = c->observer;
     void *old_ctx = c->observer_ctx;
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     void *inner_ctx = fn != NULL ? (void *)c : NULL;
     dev_observer_t inner = fn != NULL ? check_observe : NULL;
     if (old != NULL) {
@@ -256,23 +257,23 @@ lms_status_t check_set_observer(void *self, dev_observer_t fn, void *ctx)
          * for it) through check_observe while it still finds the old one. */
         lms_status_t st = INNER(c, set_observer, inner, inner_ctx);
         if (st == LMS_OK) {
-            pthread_mutex_lock(&c->lock);
+            lo_lock(&c->lock, LO_DEV_CHECK);
             c->observer = fn;
             c->observer_ctx = fn != NULL ? ctx : NULL;
-            pthread_mutex_unlock(&c->lock);
+            lo_unlock(&c->lock, LO_DEV_CHECK);
         }
         return st;
     }
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_DEV_CHECK);
     c->observer = fn;
     c->observer_ctx = fn != NULL ? ctx : NULL;
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
     lms_status_t st = INNER(c, set_observer, inner, inner_ctx);
     if (st != LMS_OK) {
-        pthread_mutex_lock(&c->lock);
+        lo_lock(&c->lock, LO_DEV_CHECK);
         c->observer = old;
         c->observer_ctx = old_ctx;
-        pthread_mutex_unlock(&c->lock);
+        lo_unlock(&c->lock, LO_DEV_CHECK);
     }
     return st;
 }

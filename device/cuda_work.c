@@ -7,6 +7,7 @@
 #include "device/cuda.h"
 
 #include "base/base.h"
+#include "base/lockorder.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -87,18 +88,18 @@ static void spare_event(cuda_t *c, CUevent e)
 static bool timed_begin(cuda_t *c, CUstream stream, timed_t *t)
 {
     *t = (timed_t){.stream = stream};
-    pthread_mutex_lock(&c->observe_lock);
+    lo_lock(&c->observe_lock, LO_DEV_OBSERVER);
     bool ok = c->observer != NULL && timing_event(c, &t->start) == CUDA_SUCCESS;
     if (ok && timing_event(c, &t->end) != CUDA_SUCCESS) {
         spare_event(c, t->start);
         ok = false;
     }
-    pthread_mutex_unlock(&c->observe_lock);
+    lo_unlock(&c->observe_lock, LO_DEV_OBSERVER);
     if (ok && c->drv.cuEventRecord(t->start, stream) != CUDA_SUCCESS) {
-        pthread_mutex_lock(&c->observe_lock);
+        lo_lock(&c->observe_lock, LO_DEV_OBSERVER);
         spare_event(c, t->start);
         spare_event(c, t->end);
-        pthread_mutex_unlock(&c->observe_lock);
+        lo_unlock(&c->observe_lock, LO_DEV_OBSERVER);
         ok = false;
     }
     return ok;
@@ -113,7 +114,7 @@ static void timed_end(cuda_t *c, timed_t *t, bool enqueued, dev_work_kind_t kind
     t->name = name;
     t->bytes = bytes;
     bool ok = enqueued && c->drv.cuEventRecord(t->end, t->stream) == CUDA_SUCCESS;
-    pthread_mutex_lock(&c->observe_lock);
+    lo_lock(&c->observe_lock, LO_DEV_OBSERVER);
     if (ok && c->npending == c->cappending) {
         size_t cap = c->cappending ? 2 * c->cappending : 256;
         timed_t *a = base_meta_realloc(c->pending, cap * sizeof *a);
@@ -128,7 +129,7 @@ static void timed_end(cuda_t *c, timed_t *t, bool enqueued, dev_work_kind_t kind
         spare_event(c, t->start);
         spare_event(c, t->end);
     }
-    pthread_mutex_unlock(&c->observe_lock);
+    lo_unlock(&c->observe_lock, LO_DEV_OBSERVER);
 }
 
 /* Milliseconds from cuEventElapsedTime as nanoseconds (0 if negative). */
@@ -175,9 +176,9 @@ static void poll_work(cuda_t *c, bool force)
             return;
         atomic_store_explicit(&c->next_poll_ns, now + POLL_EVERY_NS, memory_order_relaxed);
     }
-    pthread_mutex_lock(&c->observe_lock);
+    lo_lock(&c->observe_lock, LO_DEV_OBSERVER);
     poll_locked(c, false);
-    pthread_mutex_unlock(&c->observe_lock);
+    lo_unlock(&c->observe_lock, LO_DEV_OBSERVER);
 }
 
 /* The base event and its stream (Note [Timing work on the GPU]).
@@ -223,18 +224,18 @@ lms_status_t cuda_set_observer(void *self, dev_observer_t fn, void *ctx)
      * every timed op takes: a pending event may sit behind work that waits
      * for a thread now enqueueing. Events spared meanwhile by another poll
      * and reused only make a wait longer (none is destroyed before close). */
-    pthread_mutex_lock(&c->observe_lock);
+    lo_lock(&c->observe_lock, LO_DEV_OBSERVER);
     size_t n = c->npending;
     CUevent *ends = n > 0 ? base_meta_alloc(n * sizeof *ends) : NULL;
     for (size_t i = 0; ends != NULL && i < n; i++)
         ends[i] = c->pending[i].end;
-    pthread_mutex_unlock(&c->observe_lock);
+    lo_unlock(&c->observe_lock, LO_DEV_OBSERVER);
     for (size_t i = 0; ends != NULL && i < n; i++)
         (void)c->drv.cuEventSynchronize(ends[i]); /* a failure shows in poll_locked's query */
     base_meta_free(ends);
-    pthread_mutex_lock(&c->observe_lock);
+    lo_lock(&c->observe_lock, LO_DEV_OBSERVER);
     if (fn != NULL && c->base_event == NULL && (status = make_base(c)) != LMS_OK) {
-        pthread_mutex_unlock(&c->observe_lock);
+        lo_unlock(&c->observe_lock, LO_DEV_OBSERVER);
         return status;
     }
     poll_locked(c, ends == NULL && n > 0); /* the old observer is told of all its work (waiting
@@ -242,7 +243,7 @@ lms_status_t cuda_set_observer(void *self, dev_observer_t fn, void *ctx)
     c->observer = fn;
     c->observer_ctx = fn != NULL ? ctx : NULL;
     atomic_store_explicit(&c->observing, fn != NULL, memory_order_relaxed);
-    pthread_mutex_unlock(&c->observe_lock);
+    lo_unlock(&c->observe_lock, LO_DEV_OBSERVER);
     return LMS_OK;
 }
 
@@ -292,7 +293,7 @@ lms_status_t cuda_stream_adopt(void *self, uint64_t native, dev_stream_t **strea
     CUresult r = c->drv.cuStreamQuery((CUstream)(uintptr_t)native);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
         return dev_cuda_fail(r, "cuStreamQuery(stream 0x%" PRIx64 "), adopting it", native);
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_CUDA);
     bool room = c->nadopted < c->capadopted;
     if (!room) {
         size_t cap = c->capadopted ? 2 * c->capadopted : 16;
@@ -304,7 +305,7 @@ lms_status_t cuda_stream_adopt(void *self, uint64_t native, dev_stream_t **strea
     }
     if (room)
         c->adopted[c->nadopted++] = (CUstream)(uintptr_t)native;
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_CUDA);
     if (!room)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "cuda: no host memory to adopt a stream");
     *stream = (dev_stream_t *)(uintptr_t)native;
@@ -314,14 +315,14 @@ lms_status_t cuda_stream_adopt(void *self, uint64_t native, dev_stream_t **strea
 /* Whether stream was adopted; if so, it is adopted once less. */
 static bool unadopt(cuda_t *c, CUstream stream)
 {
-    pthread_mutex_lock(&c->lock);
+    lo_lock(&c->lock, LO_CUDA);
     size_t i = 0;
     while (i < c->nadopted && c->adopted[i] != stream)
         i++;
     bool found = i < c->nadopted;
     if (found)
         c->adopted[i] = c->adopted[--c->nadopted];
-    pthread_mutex_unlock(&c->lock);
+    lo_unlock(&c->lock, LO_CUDA);
     return found;
 }
 

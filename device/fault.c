@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "device/fault.h"
 #include "device/layer.h"
 
@@ -39,7 +40,7 @@ static uint64_t next_random(uint64_t *state)
 /* Counts a call of op; returns LMS_OK to pass it down, or the injected failure. */
 static lms_status_t fault_point(struct dev_fault *f, dev_op_t op)
 {
-    pthread_mutex_lock(&f->lock);
+    lo_lock(&f->lock, LO_DEV_FAULT);
     uint64_t n = ++f->calls[op];
     const dev_fault_plan_t *p = &f->plan;
     bool fail = false;
@@ -49,7 +50,7 @@ static lms_status_t fault_point(struct dev_fault *f, dev_op_t op)
         fail = n >= p->first && n - p->first < p->count;
     f->injected += fail;
     lms_status_t status = p->status ? p->status : LMS_ERR_DEVICE;
-    pthread_mutex_unlock(&f->lock);
+    lo_unlock(&f->lock, LO_DEV_FAULT);
     if (!fail)
         return LMS_OK;
     return base_fail(status, "%s: injected fault (call %llu)", dev_op_name(op),
@@ -122,28 +123,28 @@ lms_status_t dev_fault_open(dev_layer_t inner, dev_layer_t *out, struct dev_faul
 
 void dev_fault_layer_set(struct dev_fault *f, const dev_fault_plan_t *plan)
 {
-    pthread_mutex_lock(&f->lock);
+    lo_lock(&f->lock, LO_DEV_FAULT);
     f->plan = *plan;
     for (int i = 0; i < DEV_OP_COUNT; i++)
         f->calls[i] = 0;
     f->injected = 0;
     f->rng = plan->seed ? plan->seed : 0x9e3779b97f4a7c15ull; /* xorshift needs nonzero */
-    pthread_mutex_unlock(&f->lock);
+    lo_unlock(&f->lock, LO_DEV_FAULT);
 }
 
 static uint64_t count_calls(struct dev_fault *f, dev_op_t op)
 {
-    pthread_mutex_lock(&f->lock);
+    lo_lock(&f->lock, LO_DEV_FAULT);
     uint64_t n = op < DEV_OP_COUNT ? f->calls[op] : 0;
-    pthread_mutex_unlock(&f->lock);
+    lo_unlock(&f->lock, LO_DEV_FAULT);
     return n;
 }
 
 static uint64_t count_injected(struct dev_fault *f)
 {
-    pthread_mutex_lock(&f->lock);
+    lo_lock(&f->lock, LO_DEV_FAULT);
     uint64_t n = f->injected;
-    pthread_mutex_unlock(&f->lock);
+    lo_unlock(&f->lock, LO_DEV_FAULT);
     return n;
 }
 

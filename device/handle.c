@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "device/handle.h"
 
 #define SLOT_BITS 28
@@ -72,7 +73,7 @@ uint64_t handle_of(handle_table_t *t, uint32_t i)
 
 lms_status_t handle_add(handle_table_t *t, uint64_t inner, uint64_t *handle)
 {
-    pthread_mutex_lock(&t->lock);
+    lo_lock(&t->lock, LO_DEV_HANDLES);
     uint32_t i = t->free_head;
     handle_slot_t *s;
     if (i != HANDLE_NO_SLOT) {
@@ -92,7 +93,7 @@ lms_status_t handle_add(handle_table_t *t, uint64_t inner, uint64_t *handle)
             }
         }
         if (slot == NULL) {
-            pthread_mutex_unlock(&t->lock);
+            lo_unlock(&t->lock, LO_DEV_HANDLES);
             return base_fail(LMS_ERR_OUT_OF_MEMORY, "no host memory to track another %s",
                              kind_names[t->kind]);
         }
@@ -107,7 +108,7 @@ lms_status_t handle_add(handle_table_t *t, uint64_t inner, uint64_t *handle)
     atomic_store_explicit(&s->state, generation << 1 | 1, memory_order_release);
     t->live++;
     *handle = handle_of(t, i);
-    pthread_mutex_unlock(&t->lock);
+    lo_unlock(&t->lock, LO_DEV_HANDLES);
     return LMS_OK;
 }
 
@@ -134,7 +135,7 @@ lms_status_t handle_find(handle_table_t *t, const char *op, uint64_t handle, han
 
 void handle_remove(handle_table_t *t, handle_slot_t *s)
 {
-    pthread_mutex_lock(&t->lock);
+    lo_lock(&t->lock, LO_DEV_HANDLES);
     uint32_t generation = (atomic_load_explicit(&s->state, memory_order_relaxed) >> 1) + 1;
     atomic_store_explicit(&s->state, generation << 1, memory_order_release);
     atomic_store_explicit(&s->inner, 0, memory_order_relaxed);
@@ -143,13 +144,13 @@ void handle_remove(handle_table_t *t, handle_slot_t *s)
         s->next_free = t->free_head;
         t->free_head = s->index;
     }
-    pthread_mutex_unlock(&t->lock);
+    lo_unlock(&t->lock, LO_DEV_HANDLES);
 }
 
 size_t handle_live(handle_table_t *t)
 {
-    pthread_mutex_lock(&t->lock);
+    lo_lock(&t->lock, LO_DEV_HANDLES);
     size_t n = t->live;
-    pthread_mutex_unlock(&t->lock);
+    lo_unlock(&t->lock, LO_DEV_HANDLES);
     return n;
 }

@@ -63,6 +63,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "device/layer.h"
 
 /* Bandwidth limits: below 1 MB/s a 64 GiB copy's delay no longer fits the
@@ -159,10 +160,10 @@ static void observe(sim_t *sim, sim_stream_t *s, const sim_op_t *op)
     dev_work_t work = {.kind = op->kind, .stream = (dev_stream_t *)s, .name = op->name,
                        .bytes = op->bytes, .start_ns = op->start_ns,
                        .end_ns = op->end_ns != 0 ? op->end_ns : base_now_ns()};
-    pthread_mutex_lock(&sim->observer_lock);
+    lo_lock(&sim->observer_lock, LO_DEV_OBSERVER);
     if (sim->observer != NULL)
         sim->observer(sim->observer_ctx, &work);
-    pthread_mutex_unlock(&sim->observer_lock);
+    lo_unlock(&sim->observer_lock, LO_DEV_OBSERVER);
 }
 
 /* A stream's worker: runs the FIFO until the stream is destroyed and drained,
@@ -171,17 +172,17 @@ static void *worker_main(void *arg)
 {
     sim_stream_t *s = arg;
     sim_t *sim = s->sim;
-    pthread_mutex_lock(&s->lock);
+    lo_lock(&s->lock, LO_SIM_STREAM);
     for (;;) {
         while (s->head == NULL && !s->stopping)
-            pthread_cond_wait(&s->changed, &s->lock);
+            lo_cond_wait(&s->changed, &s->lock, LO_SIM_STREAM);
         sim_op_t *op = s->head;
         if (op == NULL)
             break; /* stopping and drained */
         s->head = op->next;
         if (s->head == NULL)
             s->tail = NULL;
-        pthread_mutex_unlock(&s->lock);
+        lo_unlock(&s->lock, LO_SIM_STREAM);
         bool observed = op->name != NULL &&
                         atomic_load_explicit(&sim->observed, memory_order_acquire);
         if (observed)
@@ -190,26 +191,26 @@ static void *worker_main(void *arg)
         if (observed)
             observe(sim, s, op);
         base_meta_free(op);
-        pthread_mutex_lock(&s->lock);
+        lo_lock(&s->lock, LO_SIM_STREAM);
         s->completed++;
         pthread_cond_broadcast(&s->changed);
     }
-    pthread_mutex_unlock(&s->lock);
+    lo_unlock(&s->lock, LO_SIM_STREAM);
     stream_unref(s);
-    pthread_mutex_lock(&sim->lock);
+    lo_lock(&sim->lock, LO_SIM);
     if (--sim->workers == 0)
         pthread_cond_broadcast(&sim->workers_done);
-    pthread_mutex_unlock(&sim->lock);
+    lo_unlock(&sim->lock, LO_SIM);
     return NULL;
 }
 
 /* Blocks until s has completed seq ops. */
 static void stream_wait_seq(sim_stream_t *s, uint64_t seq)
 {
-    pthread_mutex_lock(&s->lock);
+    lo_lock(&s->lock, LO_SIM_STREAM);
     while (s->completed < seq)
-        pthread_cond_wait(&s->changed, &s->lock);
-    pthread_mutex_unlock(&s->lock);
+        lo_cond_wait(&s->changed, &s->lock, LO_SIM_STREAM);
+    lo_unlock(&s->lock, LO_SIM_STREAM);
 }
 
 /* Queues a copy of op at the end of stream. */
@@ -221,7 +222,7 @@ static lms_status_t submit(dev_stream_t *stream, sim_op_t op)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory for a stream op");
     *p = op;
     p->next = NULL;
-    pthread_mutex_lock(&s->lock);
+    lo_lock(&s->lock, LO_SIM_STREAM);
     if (s->tail != NULL)
         s->tail->next = p;
     else
@@ -229,7 +230,7 @@ static lms_status_t submit(dev_stream_t *stream, sim_op_t op)
     s->tail = p;
     s->submitted++;
     pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
+    lo_unlock(&s->lock, LO_SIM_STREAM);
     return LMS_OK;
 }
 
@@ -247,11 +248,11 @@ static lms_status_t sim_stream_create(void *self, dev_priority_t priority, dev_s
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_mutex_lock(&sim->lock);
+    lo_lock(&sim->lock, LO_SIM);
     pthread_t worker;
     int err = pthread_create(&worker, &attr, worker_main, s);
     sim->workers += err == 0;
-    pthread_mutex_unlock(&sim->lock);
+    lo_unlock(&sim->lock, LO_SIM);
     pthread_attr_destroy(&attr);
     if (err != 0) {
         pthread_cond_destroy(&s->changed);
@@ -275,10 +276,10 @@ static lms_status_t sim_stream_destroy(void *self, dev_stream_t *stream)
 {
     (void)self;
     sim_stream_t *s = (sim_stream_t *)stream;
-    pthread_mutex_lock(&s->lock);
+    lo_lock(&s->lock, LO_SIM_STREAM);
     s->stopping = true;
     pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
+    lo_unlock(&s->lock, LO_SIM_STREAM);
     stream_unref(s);
     return LMS_OK;
 }
@@ -287,9 +288,9 @@ static lms_status_t sim_stream_synchronize(void *self, dev_stream_t *stream)
 {
     (void)self;
     sim_stream_t *s = (sim_stream_t *)stream;
-    pthread_mutex_lock(&s->lock);
+    lo_lock(&s->lock, LO_SIM_STREAM);
     uint64_t seq = s->submitted;
-    pthread_mutex_unlock(&s->lock);
+    lo_unlock(&s->lock, LO_SIM_STREAM);
     stream_wait_seq(s, seq);
     return LMS_OK;
 }
@@ -320,15 +321,15 @@ static lms_status_t sim_event_record(void *self, dev_event_t *event, dev_stream_
     sim_t *sim = self;
     sim_event_t *e = (sim_event_t *)event;
     sim_stream_t *s = (sim_stream_t *)stream;
-    pthread_mutex_lock(&s->lock);
+    lo_lock(&s->lock, LO_SIM_STREAM);
     uint64_t seq = s->submitted;
-    pthread_mutex_unlock(&s->lock);
+    lo_unlock(&s->lock, LO_SIM_STREAM);
     atomic_fetch_add(&s->refs, 1);
-    pthread_mutex_lock(&sim->event_lock);
+    lo_lock(&sim->event_lock, LO_SIM_EVENT);
     sim_stream_t *old = e->stream;
     e->stream = s;
     e->seq = seq;
-    pthread_mutex_unlock(&sim->event_lock);
+    lo_unlock(&sim->event_lock, LO_SIM_EVENT);
     stream_unref(old);
     return LMS_OK;
 }
@@ -337,19 +338,19 @@ static lms_status_t sim_event_record(void *self, dev_event_t *event, dev_stream_
  * it was never recorded or that work has already completed. */
 static sim_stream_t *event_pending(sim_t *sim, sim_event_t *e, uint64_t *seq)
 {
-    pthread_mutex_lock(&sim->event_lock);
+    lo_lock(&sim->event_lock, LO_SIM_EVENT);
     sim_stream_t *s = e->stream;
     *seq = e->seq;
     if (s != NULL) {
-        pthread_mutex_lock(&s->lock);
+        lo_lock(&s->lock, LO_SIM_STREAM);
         bool done = s->completed >= *seq;
-        pthread_mutex_unlock(&s->lock);
+        lo_unlock(&s->lock, LO_SIM_STREAM);
         if (done)
             s = NULL;
         else
             atomic_fetch_add(&s->refs, 1);
     }
-    pthread_mutex_unlock(&sim->event_lock);
+    lo_unlock(&sim->event_lock, LO_SIM_EVENT);
     return s;
 }
 
@@ -398,12 +399,12 @@ static void run_copy(sim_op_t *op)
     link_t *link = op->u.copy.link;
     uint64_t end = 0;
     if (link != NULL && link->bytes_per_ns > 0) {
-        pthread_mutex_lock(&link->lock);
+        lo_lock(&link->lock, LO_SIM_LINK);
         uint64_t now = base_now_ns();
         uint64_t start = link->busy_until > now ? link->busy_until : now;
         end = start + (uint64_t)ceil((double)op->u.copy.n / link->bytes_per_ns);
         link->busy_until = end;
-        pthread_mutex_unlock(&link->lock);
+        lo_unlock(&link->lock, LO_SIM_LINK);
         op->start_ns = start;
     }
     memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
@@ -464,11 +465,11 @@ static lms_status_t sim_launch(void *self, dev_stream_t *s, const dev_launch_t *
 static lms_status_t sim_set_observer(void *self, dev_observer_t fn, void *ctx)
 {
     sim_t *sim = self;
-    pthread_mutex_lock(&sim->observer_lock);
+    lo_lock(&sim->observer_lock, LO_DEV_OBSERVER);
     sim->observer = fn;
     sim->observer_ctx = fn != NULL ? ctx : NULL;
     atomic_store_explicit(&sim->observed, fn != NULL, memory_order_release);
-    pthread_mutex_unlock(&sim->observer_lock);
+    lo_unlock(&sim->observer_lock, LO_DEV_OBSERVER);
     return LMS_OK;
 }
 
@@ -477,9 +478,9 @@ static lms_status_t sim_set_observer(void *self, dev_observer_t fn, void *ctx)
 static lms_status_t sim_mem_info(void *self, size_t *free_bytes, size_t *total_bytes)
 {
     sim_t *sim = self;
-    pthread_mutex_lock(&sim->lock);
+    lo_lock(&sim->lock, LO_SIM);
     *free_bytes = sim->free_count * sim->granularity;
-    pthread_mutex_unlock(&sim->lock);
+    lo_unlock(&sim->lock, LO_SIM);
     *total_bytes = sim->capacity;
     return LMS_OK;
 }
@@ -513,9 +514,9 @@ static lms_status_t sim_va_free(void *self, dev_addr_t base, size_t size)
 static lms_status_t sim_block_create(void *self, dev_block_t *block)
 {
     sim_t *sim = self;
-    pthread_mutex_lock(&sim->lock);
+    lo_lock(&sim->lock, LO_SIM);
     if (sim->free_count == 0) {
-        pthread_mutex_unlock(&sim->lock);
+        lo_unlock(&sim->lock, LO_SIM);
         char cap[32];
         return base_fail(LMS_ERR_OUT_OF_MEMORY,
                          "sim: device memory exhausted: all %zu blocks of the %s device are in use "
@@ -523,7 +524,7 @@ static lms_status_t sim_block_create(void *self, dev_block_t *block)
                          sim->nblocks, base_format_size(sim->capacity, cap, sizeof cap));
     }
     *block = (dev_block_t)sim->free_blocks[--sim->free_count] + 1;
-    pthread_mutex_unlock(&sim->lock);
+    lo_unlock(&sim->lock, LO_SIM);
     return LMS_OK;
 }
 
@@ -543,9 +544,9 @@ static lms_status_t sim_block_release(void *self, dev_block_t block)
      * the block is still usable, only its memory is not returned early. */
     (void)fallocate(sim->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
                     (off_t)sim->granularity);
-    pthread_mutex_lock(&sim->lock);
+    lo_lock(&sim->lock, LO_SIM);
     sim->free_blocks[sim->free_count++] = (uint32_t)(block - 1);
-    pthread_mutex_unlock(&sim->lock);
+    lo_unlock(&sim->lock, LO_SIM);
     return LMS_OK;
 }
 
@@ -590,9 +591,9 @@ static void vmm_cost(sim_t *sim, size_t size)
 {
     if (sim->vmm_ns_per_byte == 0)
         return;
-    pthread_mutex_lock(&sim->vmm_lock);
+    lo_lock(&sim->vmm_lock, LO_SIM_VMM);
     base_sleep_until_ns(base_now_ns() + (uint64_t)(sim->vmm_ns_per_byte * (double)size));
-    pthread_mutex_unlock(&sim->vmm_lock);
+    lo_unlock(&sim->vmm_lock, LO_SIM_VMM);
 }
 
 static lms_status_t sim_set_access(void *self, dev_addr_t va, size_t size)
@@ -634,10 +635,10 @@ static lms_status_t sim_host_unregister(void *self, void *ptr)
 static void sim_close(void *self)
 {
     sim_t *sim = self;
-    pthread_mutex_lock(&sim->lock); /* destroyed streams may still be draining */
+    lo_lock(&sim->lock, LO_SIM); /* destroyed streams may still be draining */
     while (sim->workers > 0)
-        pthread_cond_wait(&sim->workers_done, &sim->lock);
-    pthread_mutex_unlock(&sim->lock);
+        lo_cond_wait(&sim->workers_done, &sim->lock, LO_SIM);
+    lo_unlock(&sim->lock, LO_SIM);
     pthread_cond_destroy(&sim->workers_done);
     close(sim->memfd);
     base_meta_free(sim->free_blocks);

@@ -50,6 +50,7 @@
 #include <cuda.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "interpose/internal.h"
 
 typedef struct pinned {
@@ -239,14 +240,14 @@ void graph_capture_ended(void *stream, uint64_t id, void *graph)
     if (capture_info(stream, &status, &now) && status != CU_STREAM_CAPTURE_STATUS_NONE && now == id)
         return; /* not ended (CUDA refused the end: another thread's capture) */
     __atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL);
-    pthread_mutex_lock(&graph_lock);
+    lo_lock(&graph_lock, LO_GRAPH);
     holder_t *h = find(CAPTURE, id);
     pinset_t *gone = NULL;
     if (h != NULL && graph != NULL)
         h->kind = GRAPH, h->key = (uint64_t)(uintptr_t)graph;
     else if (h != NULL)
         gone = drop_holder(h);
-    pthread_mutex_unlock(&graph_lock);
+    lo_unlock(&graph_lock, LO_GRAPH);
     release(gone);
 }
 
@@ -277,7 +278,7 @@ lms_status_t graph_pin_pointers(void *stream, const void *const *ptrs, size_t n)
     if (!capture_info(stream, &status, &id))
         return base_fail(LMS_ERR_DEVICE, "interpose: the capture of stream %p is not known", stream);
     CUstreamCaptureMode old = relax();
-    pthread_mutex_lock(&graph_lock);
+    lo_lock(&graph_lock, LO_GRAPH);
     lms_status_t st = LMS_OK;
     holder_t *h = find(CAPTURE, id);
     pinset_t *set = h != NULL ? h->set : base_meta_calloc(1, sizeof *set);
@@ -294,7 +295,7 @@ lms_status_t graph_pin_pointers(void *stream, const void *const *ptrs, size_t n)
         if (lms_allocation_of(ptrs[i], &base, &size) == LMS_OK)
             st = pin_into(set, base, size);
     }
-    pthread_mutex_unlock(&graph_lock);
+    lo_unlock(&graph_lock, LO_GRAPH);
     relax_end(old);
     return st;
 }
@@ -303,12 +304,12 @@ lms_status_t graph_pin_pointers(void *stream, const void *const *ptrs, size_t n)
 
 static void hold_too(holder_kind_t kind, void *graph, void *handle)
 {
-    pthread_mutex_lock(&graph_lock);
+    lo_lock(&graph_lock, LO_GRAPH);
     holder_t *h = find(GRAPH, (uint64_t)(uintptr_t)graph);
     if (h != NULL && !add_holder(kind, (uint64_t)(uintptr_t)handle, h->set))
         base_log(BASE_LOG_WARN, "interpose: no host memory to track a graph: its memory is "
                                 "unpinned when the graph it came from is destroyed");
-    pthread_mutex_unlock(&graph_lock);
+    lo_unlock(&graph_lock, LO_GRAPH);
 }
 
 void graph_instantiated(void *graph, void *exec) { hold_too(EXEC, graph, exec); }
@@ -319,10 +320,10 @@ static void drop(holder_kind_t kind, void *handle)
 {
     if (__atomic_load_n(&nholders, __ATOMIC_ACQUIRE) == 0)
         return;
-    pthread_mutex_lock(&graph_lock);
+    lo_lock(&graph_lock, LO_GRAPH);
     holder_t *h = find(kind, (uint64_t)(uintptr_t)handle);
     pinset_t *gone = h != NULL ? drop_holder(h) : NULL;
-    pthread_mutex_unlock(&graph_lock);
+    lo_unlock(&graph_lock, LO_GRAPH);
     release(gone);
 }
 
@@ -334,12 +335,12 @@ void graph_forget(const void *ptr)
 {
     if (__atomic_load_n(&nholders, __ATOMIC_ACQUIRE) == 0)
         return;
-    pthread_mutex_lock(&graph_lock);
+    lo_lock(&graph_lock, LO_GRAPH);
     for (size_t i = 0; i < nholders; i++) {
         pinset_t *set = holders[i].set;
         for (size_t k = 0; k < set->n; k++)
             if (set->a[k].base == ptr)
                 set->a[k--] = set->a[--set->n];
     }
-    pthread_mutex_unlock(&graph_lock);
+    lo_unlock(&graph_lock, LO_GRAPH);
 }

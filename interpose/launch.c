@@ -74,6 +74,7 @@
 #include <cuda_runtime_api.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "interpose/internal.h"
 #include "interpose/signature.h"
 
@@ -157,7 +158,7 @@ void interpose_sym_library(void *found)
     void *lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD); /* a reference of lms's */
     if (lib == NULL)
         return;
-    pthread_mutex_lock(&found_lock);
+    lo_lock(&found_lock, LO_LAUNCH_LIBS);
     bool known = false;
     for (size_t k = 0; k < nfound_libs && !known; k++)
         known = found_libs[k] == lib;
@@ -166,7 +167,7 @@ void interpose_sym_library(void *found)
         __atomic_store_n(&nfound_libs, nfound_libs + 1, __ATOMIC_RELEASE);
         lib = NULL; /* kept */
     }
-    pthread_mutex_unlock(&found_lock);
+    lo_unlock(&found_lock, LO_LAUNCH_LIBS);
     if (lib != NULL)
         dlclose(lib);
 }
@@ -389,24 +390,24 @@ static layout_t *layout_of(launch_kind_t kind, const void *fn)
     l->read_only = (bool *)(void *)&l->p[n];
     learn_read_only(l);
     /* keep it, unless another thread did first or the table is full */
-    pthread_mutex_lock(&table_lock);
+    lo_lock(&table_lock, LO_LAUNCH_LAYOUTS);
     i = slot_of(kind, fn);
     for (size_t probe = 0; probe < TABLE_SIZE; probe++, i = (i + 1) & (TABLE_SIZE - 1)) {
         layout_t *t = table[i];
         if (t != NULL && (t->fn != fn || t->kind != kind))
             continue;
         if (t != NULL && t->unloads == now) { /* another thread's, of this generation */
-            pthread_mutex_unlock(&table_lock);
+            lo_unlock(&table_lock, LO_LAUNCH_LAYOUTS);
             base_meta_free(l);
             return t;
         }
         __atomic_store_n(&table[i], l, __ATOMIC_RELEASE); /* empty, or stale */
-        pthread_mutex_unlock(&table_lock);
+        lo_unlock(&table_lock, LO_LAUNCH_LAYOUTS);
         return l;
     }
     bool say = !table_full_said;
     table_full_said = true;
-    pthread_mutex_unlock(&table_lock);
+    lo_unlock(&table_lock, LO_LAUNCH_LAYOUTS);
     if (say)
         base_log(BASE_LOG_WARN, "interpose: more than %d kernels launched: layouts of the others "
                  "are asked of the driver again at each launch", TABLE_SIZE);
@@ -593,16 +594,16 @@ lms_status_t interpose_refused_in_child(void)
     return LMS_ERR_UNSUPPORTED;
 }
 
-static void before_fork(void) { pthread_mutex_lock(&start_lock); }
+static void before_fork(void) { lo_lock(&start_lock, LO_INTERPOSE_START); }
 
-static void after_fork_parent(void) { pthread_mutex_unlock(&start_lock); }
+static void after_fork_parent(void) { lo_unlock(&start_lock, LO_INTERPOSE_START); }
 
 /* The child starts afresh (Note [A failed start]). */
 static void after_fork_child(void)
 {
     __atomic_store_n(&forked, true, __ATOMIC_RELAXED);
     start_failure = LMS_OK;
-    pthread_mutex_unlock(&start_lock);
+    lo_unlock(&start_lock, LO_INTERPOSE_START);
 }
 
 __attribute__((constructor)) static void watch_forks(void)
@@ -618,11 +619,11 @@ lms_status_t interpose_start(void)
     if (__atomic_load_n(&range_bytes, __ATOMIC_ACQUIRE) != 0)
         return LMS_OK;
     char why[sizeof start_why];
-    pthread_mutex_lock(&start_lock);
+    lo_lock(&start_lock, LO_INTERPOSE_START);
     lms_status_t st = start_failure;
     if (st != LMS_OK)
         memcpy(why, start_why, sizeof why);
-    pthread_mutex_unlock(&start_lock);
+    lo_unlock(&start_lock, LO_INTERPOSE_START);
     if (st != LMS_OK) /* remembered: lms_last_error gives its message again */
         return base_fail(st, "%s", why);
     void *base;
@@ -633,20 +634,20 @@ lms_status_t interpose_start(void)
         __atomic_store_n(&range_bytes, bytes, __ATOMIC_RELEASE);
         return LMS_OK;
     }
-    pthread_mutex_lock(&start_lock);
+    lo_lock(&start_lock, LO_INTERPOSE_START);
     if (start_failure == LMS_OK) { /* the first: another thread's may have come first */
         start_failure = st;
         snprintf(start_why, sizeof start_why, "%s", lms_last_error());
     }
-    pthread_mutex_unlock(&start_lock);
+    lo_unlock(&start_lock, LO_INTERPOSE_START);
     return st;
 }
 
 void interpose_start_again(void)
 {
-    pthread_mutex_lock(&start_lock);
+    lo_lock(&start_lock, LO_INTERPOSE_START);
     start_failure = LMS_OK;
-    pthread_mutex_unlock(&start_lock);
+    lo_unlock(&start_lock, LO_INTERPOSE_START);
 }
 
 static scan_range_t lms_range(void)

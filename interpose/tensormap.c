@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "interpose/internal.h"
 
 #define FIRST_ENTRIES 256
@@ -103,9 +104,9 @@ void tensormap_learn(const void *map, uintptr_t address)
     if (map == NULL || address == 0)
         return;
     memcpy(w, map, sizeof w);
-    pthread_rwlock_wrlock(&lock);
+    lo_wrlock(&lock, LO_TENSORMAP);
     if ((used + 1) * 2 > cap && cap < MAX_ENTRIES && !grow() && cap == 0) {
-        pthread_rwlock_unlock(&lock);
+        lo_rwunlock(&lock, LO_TENSORMAP);
         base_log(BASE_LOG_WARN, "interpose: no host memory for tensor maps: launches that "
                                 "take one may not make its tensor resident");
         return;
@@ -123,7 +124,7 @@ void tensormap_learn(const void *map, uintptr_t address)
     table[i].address = address;
     size_t bit = seen_bit(w);
     __atomic_fetch_or(&seen[bit / 64], (uint64_t)1 << (bit % 64), __ATOMIC_RELEASE);
-    pthread_rwlock_unlock(&lock);
+    lo_rwunlock(&lock, LO_TENSORMAP);
     __atomic_fetch_add(&learnt, 1, __ATOMIC_RELEASE);
 }
 
@@ -139,10 +140,10 @@ static uintptr_t lookup(const unsigned char *p)
     if (!(__atomic_load_n(&seen[bit / 64], __ATOMIC_ACQUIRE) & ((uint64_t)1 << (bit % 64))))
         return 0;
     memcpy(w, p, sizeof w);
-    pthread_rwlock_rdlock(&lock);
+    lo_rdlock(&lock, LO_TENSORMAP);
     const entry_t *e = cap > 0 ? &table[slot_of(table, cap, w)] : NULL;
     uintptr_t a = e != NULL ? e->address : 0;
-    pthread_rwlock_unlock(&lock);
+    lo_rwunlock(&lock, LO_TENSORMAP);
     return a;
 }
 

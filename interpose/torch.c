@@ -18,6 +18,7 @@
 
 #include "lms_torch.h"
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "interpose/internal.h"
 
 /* ---- the preload, or not ----------------------------------------------------------- */
@@ -127,9 +128,9 @@ void lms_torch_free(void *ptr, size_t size, int device, void *stream)
     (void)size, (void)device;
     if (ptr == NULL)
         return;
-    pthread_mutex_lock(&recorded_lock);
+    lo_lock(&recorded_lock, LO_TORCH_RECORDED);
     bool all = unrecord((uintptr_t)ptr);
-    pthread_mutex_unlock(&recorded_lock);
+    lo_unlock(&recorded_lock, LO_TORCH_RECORDED);
     lms_status_t st = LMS_OK;
     if (all) { /* what interpose_free_on does first */
         graph_forget(ptr);
@@ -173,9 +174,9 @@ void lms_torch_record_stream(void *ptr, void *stream)
 {
     lms_stream_t s;
     lms_status_t st = interpose_stream(stream, false, &s); /* lms must know the stream */
-    pthread_mutex_lock(&recorded_lock);
+    lo_lock(&recorded_lock, LO_TORCH_RECORDED);
     bool kept = record((uintptr_t)ptr);
-    pthread_mutex_unlock(&recorded_lock);
+    lo_unlock(&recorded_lock, LO_TORCH_RECORDED);
     if (st != LMS_OK || !kept)
         base_log(BASE_LOG_WARN, "lms_torch_record_stream(%p): %s", ptr,
                  st != LMS_OK ? lms_last_error() : "no host memory: its free may come too early");

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "interpose/internal.h"
 
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -112,26 +113,26 @@ static void flush_or_fail(void)
 
 static void close_at_exit(void)
 {
-    pthread_mutex_lock(&trace_lock);
+    lo_lock(&trace_lock, LO_ACCESS_TRACE);
     flush_or_fail();
-    pthread_mutex_unlock(&trace_lock);
+    lo_unlock(&trace_lock, LO_ACCESS_TRACE);
 }
 
 /* Around a fork (pthread_atfork): nothing half-written, nothing buffered
  * twice; the child's copy of the file is not its to write. */
 static void before_fork(void)
 {
-    pthread_mutex_lock(&trace_lock);
+    lo_lock(&trace_lock, LO_ACCESS_TRACE);
     flush_or_fail();
 }
 
-static void after_fork_parent(void) { pthread_mutex_unlock(&trace_lock); }
+static void after_fork_parent(void) { lo_unlock(&trace_lock, LO_ACCESS_TRACE); }
 
 static void after_fork_child(void)
 {
     out = NULL; /* its buffer is empty: flushed before the fork */
     __atomic_store_n(&state, 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&trace_lock);
+    lo_unlock(&trace_lock, LO_ACCESS_TRACE);
 }
 
 /* Outside trace_lock: a fork under way holds glibc's lock of these handlers
@@ -148,7 +149,7 @@ bool trace_on(void)
     int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     if (s != 0)
         return s == 2;
-    pthread_mutex_lock(&trace_lock);
+    lo_lock(&trace_lock, LO_ACCESS_TRACE);
     if ((s = state) == 0) {
         const char *path = base_options()->trace_accesses;
         if (path[0] != '\0')
@@ -168,7 +169,7 @@ bool trace_on(void)
         s = out != NULL ? 2 : 1;
         __atomic_store_n(&state, s, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&trace_lock);
+    lo_unlock(&trace_lock, LO_ACCESS_TRACE);
     static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
     if (s == 2)
         pthread_once(&fork_once, register_fork_handlers);
@@ -179,25 +180,25 @@ void trace_alloc(const void *ptr, size_t size)
 {
     if (ptr == NULL || !trace_on())
         return;
-    pthread_mutex_lock(&trace_lock);
+    lo_lock(&trace_lock, LO_ACCESS_TRACE);
     uint64_t id = next_id++;
     if (out != NULL && insert((uintptr_t)ptr, id))
         check_written(fprintf(out, "alloc %llu %zu\n", (unsigned long long)id, size));
-    pthread_mutex_unlock(&trace_lock);
+    lo_unlock(&trace_lock, LO_ACCESS_TRACE);
 }
 
 void trace_free(const void *ptr)
 {
     if (ptr == NULL || !trace_on())
         return;
-    pthread_mutex_lock(&trace_lock);
+    lo_lock(&trace_lock, LO_ACCESS_TRACE);
     entry_t *e = out != NULL ? lookup((uintptr_t)ptr) : NULL;
     if (e != NULL) {
         check_written(fprintf(out, "free %llu\n", (unsigned long long)e->id));
         e->base = 1;
         live--;
     }
-    pthread_mutex_unlock(&trace_lock);
+    lo_unlock(&trace_lock, LO_ACCESS_TRACE);
 }
 
 void trace_access(const lms_range_t *r, size_t n)
@@ -205,7 +206,7 @@ void trace_access(const lms_range_t *r, size_t n)
     if (n == 0 || !trace_on())
         return;
     static const char mode[] = {[LMS_READ] = 'r', [LMS_WRITE] = 'w', [LMS_OVERWRITE] = 'o'};
-    pthread_mutex_lock(&trace_lock);
+    lo_lock(&trace_lock, LO_ACCESS_TRACE);
     bool any = false;
     for (size_t i = 0; i < n && out != NULL; i++) {
         void *base;
@@ -220,7 +221,7 @@ void trace_access(const lms_range_t *r, size_t n)
     }
     if (any && out != NULL)
         check_written(fputc('\n', out) == EOF ? -1 : 0);
-    pthread_mutex_unlock(&trace_lock);
+    lo_unlock(&trace_lock, LO_ACCESS_TRACE);
 }
 
 void trace_access_pointers(const void *const *ptrs, const lms_access_mode_t *modes, size_t n)

@@ -4,6 +4,7 @@
 #include "swap/events.h"
 
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "swap/util.h"
 
 void events_destroy(events_t *ev)
@@ -51,8 +52,8 @@ void events_wait_unlocked(events_t *ev, dev_event_t *e)
 {
     dev_device_t *dev = ev->dev;
     events_waiters_enter(ev);
-    pthread_mutex_unlock(ev->lock);
+    lo_unlock(ev->lock, LO_SWAP);
     (void)dev_event_synchronize(dev, e);
-    pthread_mutex_lock(ev->lock);
+    lo_lock(ev->lock, LO_SWAP);
     events_waiters_leave(ev);
 }

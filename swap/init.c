@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/lockorder.h"
 #include "swap/config.h"
 #include "swap/tcache.h"
 #include "swap/trace.h"
@@ -119,7 +120,7 @@ static void print_stats(const lms_stats_t *t)
  * waited for a second at most, else false, saying what is `left` undone. */
 static bool lock_at_exit(const char *what, const char *left)
 {
-    for (int tries = 0; pthread_mutex_trylock(&swap_lock) != 0; tries++) {
+    for (int tries = 0; !lo_trylock(&swap_lock, LO_SWAP); tries++) {
         if (tries == 1000) {
             base_log(BASE_LOG_WARN, "%s: another thread was inside lms at exit: %s", what, left);
             return false;
@@ -139,7 +140,7 @@ static void stats_at_exit(void)
         swap_launch_stats(&t);
         print_stats(&t);
     }
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
 }
 
 static void register_stats_at_exit(void) { atexit(stats_at_exit); }
@@ -156,7 +157,7 @@ static void timeline_at_exit(void)
         final_stats(&t);
         timeline_finish(&t);
     }
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
 }
 
 static void register_timeline_at_exit(void) { atexit(timeline_at_exit); }
@@ -178,9 +179,9 @@ static void register_timeline_at_exit(void) { atexit(timeline_at_exit); }
  */
 static bool forked_after_start;
 
-static void before_fork(void) { pthread_mutex_lock(&swap_lock); }
+static void before_fork(void) { lo_lock(&swap_lock, LO_SWAP); }
 
-static void after_fork_parent(void) { pthread_mutex_unlock(&swap_lock); }
+static void after_fork_parent(void) { lo_unlock(&swap_lock, LO_SWAP); }
 
 static void after_fork_child(void)
 {
@@ -191,7 +192,7 @@ static void after_fork_child(void)
     }
     if (timeline_on)
         timeline_forget(); /* the parent's file and buffer */
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
 }
 
 static void register_fork_handlers(void)

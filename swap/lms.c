@@ -25,6 +25,7 @@
  */
 #include <stdint.h>
 
+#include "base/lockorder.h"
 #include "swap/tcache.h"
 
 pthread_mutex_t swap_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -33,12 +34,12 @@ state_t *S;
 /* Takes the lock and ends the calling thread's access window. */
 static void enter(void)
 {
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     if (resid_window_open())
         resid_close_window();
 }
 
-static void leave(void) { pthread_mutex_unlock(&swap_lock); }
+static void leave(void) { lo_unlock(&swap_lock, LO_SWAP); }
 
 /* ---- helpers ------------------------------------------------------------------- */
 
@@ -129,10 +130,10 @@ lms_status_t swap_init(const swap_config_t *cfg)
 {
     if (cfg == NULL)
         return base_fail(LMS_ERR_INVALID, "swap_init: NULL config");
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     lms_status_t st = S != NULL ? base_fail(LMS_ERR_INVALID, "swap_init: lms is initialized already")
                                 : swap_init_locked(cfg, false);
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return st;
 }
 
@@ -650,18 +651,18 @@ lms_status_t lms_stats(lms_stats_t *out)
 
 dev_device_t *swap_device(void)
 {
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     dev_device_t *dev = S != NULL ? S->dev : NULL;
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return dev;
 }
 
 dev_stream_t *swap_stream(lms_stream_t handle)
 {
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     stream_t *s = S != NULL ? find_stream(handle) : NULL;
     dev_stream_t *ds = s != NULL ? s->dev : NULL;
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return ds;
 }
 
@@ -669,10 +670,10 @@ lms_status_t swap_layout(swap_layout_t *out)
 {
     if (out == NULL)
         return base_fail(LMS_ERR_INVALID, "swap_layout: NULL output");
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     lms_status_t st = ensure();
     if (st == LMS_OK)
         *out = (swap_layout_t){S->base, S->va_size, S->chunk, S->budget * S->chunk};
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return st;
 }

@@ -2,6 +2,7 @@
  * swap/probe.c — swap.h's look inside, for tests and tools: copies of
  * residency's counters and a chunk's state, taken under swap_lock.
  */
+#include "base/lockorder.h"
 #include "swap/internal.h"
 
 _Static_assert((int)SWAP_CHUNK_UNBACKED == UNBACKED && (int)SWAP_CHUNK_RESIDENT == RESIDENT &&
@@ -13,7 +14,7 @@ lms_status_t swap_probe(swap_probe_t *out)
 {
     if (out == NULL)
         return base_fail(LMS_ERR_INVALID, "swap_probe: NULL out");
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     lms_status_t st = LMS_OK;
     if (S == NULL) {
         st = base_fail(LMS_ERR_INVALID, "swap_probe: lms is not initialized");
@@ -25,7 +26,7 @@ lms_status_t swap_probe(swap_probe_t *out)
         if (S->policy != NULL)
             policy_usage(S->policy, &out->policy);
     }
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return st;
 }
 
@@ -33,7 +34,7 @@ lms_status_t swap_chunk_state(const void *ptr, swap_chunk_state_t *out)
 {
     if (out == NULL)
         return base_fail(LMS_ERR_INVALID, "swap_chunk_state: NULL out");
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     dev_addr_t a = (dev_addr_t)(uintptr_t)ptr;
     lms_status_t st = LMS_OK;
     if (S == NULL)
@@ -42,41 +43,41 @@ lms_status_t swap_chunk_state(const void *ptr, swap_chunk_state_t *out)
         st = base_fail(LMS_ERR_INVALID, "swap_chunk_state: %p is outside lms's range", ptr);
     else
         *out = (swap_chunk_state_t)S->chunks.ch[(a - S->base) / S->chunk].state;
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return st;
 }
 
 dev_stream_t *swap_copy_stream(bool h2d)
 {
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     dev_stream_t *s = S == NULL ? NULL : h2d ? transfers_stream(&S->xfers, false) : transfers_stream(&S->xfers, true);
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return s;
 }
 
 lms_status_t swap_set_flush_bytes(size_t bytes)
 {
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     lms_status_t st = LMS_OK;
     if (S == NULL || bytes == 0)
         st = base_fail(LMS_ERR_INVALID, "swap_set_flush_bytes: %s",
                        S == NULL ? "lms is not initialized" : "0 bytes");
     else
         S->streams.flush_bytes = bytes;
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return st;
 }
 
 lms_status_t swap_settle_released(void)
 {
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     lms_status_t st = S == NULL ? base_fail(LMS_ERR_INVALID, "swap_settle_released: lms is not "
                                                              "initialized")
                                 : swap_sync_released();
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return st;
 }
 
-void swap_lock_hold(void) { pthread_mutex_lock(&swap_lock); }
+void swap_lock_hold(void) { lo_lock(&swap_lock, LO_SWAP); }
 
-void swap_lock_release(void) { pthread_mutex_unlock(&swap_lock); }
+void swap_lock_release(void) { lo_unlock(&swap_lock, LO_SWAP); }

@@ -5,6 +5,7 @@
  * and the monotonic clock of residency's timed waits. The thread holds
  * swap_lock except while it waits.
  */
+#include "base/lockorder.h"
 #include "swap/residency.h"
 
 /* ---- the reclaim thread -------------------------------------------------------- */
@@ -26,7 +27,7 @@ size_t resid_reclaim_high(void) { return resid_by_schedule() ? resid_reclaim_low
 static void *reclaim_main(void *arg)
 {
     (void)arg;
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     while (!S->rc.stop) {
         (void)resid_progress();
         resid_prefetch(); /* blocks freed since the last access may take what it reads next */
@@ -47,9 +48,9 @@ static void *reclaim_main(void *arg)
         if (S->evicting > 0 && transfers_d2h_busy(&S->xfers) && resid_wait_oldest(SIZE_MAX) == LMS_OK)
             continue;
         struct timespec until = base_deadline_in(50 * 1000 * 1000);
-        pthread_cond_timedwait(&S->rc.wake, &swap_lock, &until);
+        lo_cond_timedwait(&S->rc.wake, &swap_lock, LO_SWAP, &until);
     }
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     return NULL;
 }
 
@@ -82,9 +83,9 @@ void resid_stop(void)
         return;
     S->rc.stop = true;
     pthread_cond_signal(&S->rc.wake);
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     pthread_join(S->rc.thread, NULL);
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     S->rc.started = false;
 }
 

@@ -60,6 +60,7 @@
  */
 #include <string.h>
 
+#include "base/lockorder.h"
 #include "swap/tcache.h"
 
 #define TC_MIN_FIT 8  /* a class is cached when this many slots fit in the limit */
@@ -116,9 +117,9 @@ static void thread_exit(void *p)
 {
     tcache_t *t = p;
     t->exiting = true;
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     (void)flush_all(t); /* what cannot go (no host memory) stays taken */
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     tc_self = NULL;
     base_meta_free(t);
 }

@@ -42,6 +42,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/lockorder.h"
 #include "swap/trace.h"
 
 #define BUFFER_BYTES (64u << 10)
@@ -204,7 +205,7 @@ lms_status_t timeline_open(const char *path, const dev_info_t *info, const dev_c
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "lms_init: no host memory for the timeline");
     }
     strcpy(name, path);
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     bool sim = strcmp(info->backend, "sim") == 0;
     bool throttled = sim && (dev->sim_h2d_gbps > 0 || dev->sim_d2h_gbps > 0);
     uint64_t now = base_now_ns();
@@ -253,7 +254,7 @@ lms_status_t timeline_open(const char *path, const dev_info_t *info, const dev_c
         T.buf = NULL;
         T.path = NULL;
     }
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
     if (broken)
         return base_fail(LMS_ERR_SYSTEM, "lms_init: LMS_TRACE: cannot write the timeline to "
                          "\"%.200s%s\": the first write failed", path,
@@ -264,10 +265,10 @@ lms_status_t timeline_open(const char *path, const dev_info_t *info, const dev_c
 
 void timeline_copy_streams(dev_stream_t *h2d, dev_stream_t *d2h)
 {
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     T.h2d = h2d;
     T.d2h = d2h;
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
 }
 
 /* ---- device work ---------------------------------------------------------------- */
@@ -299,7 +300,7 @@ static size_t track_of(dev_stream_t *s)
 void timeline_device_work(void *ctx, const dev_work_t *w)
 {
     (void)ctx;
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     if (!T.open || T.broken || w->stream == NULL) /* NULL: a stream gone since; never lms's */
         goto out;
     bool h2d = w->stream == T.h2d, d2h = w->stream == T.d2h;
@@ -318,7 +319,7 @@ void timeline_device_work(void *ctx, const dev_work_t *w)
                     "\"pid\":%ld,\"tid\":%zu,\"args\":{}}",
              name, us(w->start_ns).s, us_between(w->start_ns, w->end_ns).s, T.pid, 100 + k);
 out:
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
 }
 
 /* ---- decisions ------------------------------------------------------------------- */
@@ -326,40 +327,40 @@ out:
 void timeline_evict(uint64_t at_ns, size_t chunks, size_t bytes, bool copied, timeline_by_t by)
 {
     static const char *const who[] = {"reclaim", "direct", "prefetch"};
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     line(false, "{\"name\":\"evict\",\"cat\":\"swap\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%s,"
                 "\"pid\":%ld,\"tid\":3,\"args\":{\"chunks\":%zu,\"bytes\":%zu,\"copied\":%s,"
                 "\"by\":\"%s\"}}",
          us(at_ns).s, T.pid, chunks, bytes, copied ? "true" : "false", who[by]);
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
 }
 
 void timeline_fetch(uint64_t at_ns, bool ahead, size_t chunks, size_t bytes)
 {
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     line(false, "{\"name\":\"%s\",\"cat\":\"swap\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%s,"
                 "\"pid\":%ld,\"tid\":3,\"args\":{\"chunks\":%zu,\"bytes\":%zu}}",
          ahead ? "prefetch" : "fetch", us(at_ns).s, T.pid, chunks, bytes);
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
 }
 
 void timeline_stall(uint64_t start_ns, uint64_t end_ns)
 {
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     line(false, "{\"name\":\"stall\",\"cat\":\"stall\",\"ph\":\"X\",\"ts\":%s,\"dur\":%s,"
                 "\"pid\":%ld,\"tid\":4,\"args\":{}}",
          us(start_ns).s, us_between(start_ns, end_ns).s, T.pid);
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
 }
 
 void timeline_iteration(void)
 {
     uint64_t now = base_now_ns();
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     line(false, "{\"name\":\"iteration\",\"cat\":\"mark\",\"ph\":\"i\",\"s\":\"p\",\"ts\":%s,"
                 "\"pid\":%ld,\"tid\":3,\"args\":{\"n\":%" PRIu64 "}}",
          us(now).s, T.pid, ++T.iterations);
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
 }
 
 /* ---- the memory counter (swap_lock held) ------------------------------------------ */
@@ -374,9 +375,9 @@ static void memory_line(bool last, uint64_t at_ns, uint64_t resident, uint64_t h
 
 static void write_memory(uint64_t at_ns, uint64_t resident, uint64_t host)
 {
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     memory_line(false, at_ns, resident, host);
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
     T.mem.written_resident = resident;
     T.mem.written_host = host;
     T.mem.written_ns = at_ns;
@@ -416,10 +417,10 @@ void timeline_tick(void)
 {
     uint64_t now = base_now_ns();
     memory_due(now);
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     if (T.len > 0 && now - T.flushed_ns >= FLUSH_EVERY_NS)
         flush();
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
 }
 
 /* ---- the end ------------------------------------------------------------------------ */
@@ -430,7 +431,7 @@ void timeline_finish(const lms_stats_t *st)
     memory_due(now);
     /* The last line and the end in one hold of the lock: a device thread's
      * report between them would follow the line without a comma. */
-    pthread_mutex_lock(&timeline_lock);
+    lo_lock(&timeline_lock, LO_TIMELINE);
     memory_line(true, now, st->resident_bytes, st->host_bytes);
     char device[sizeof T.device * 6], stats[LINE_BYTES], other[2 * LINE_BYTES];
     json_text(device, sizeof device, T.device);
@@ -451,7 +452,7 @@ void timeline_finish(const lms_stats_t *st)
         append(other, (size_t)len);
     flush();
     release();
-    pthread_mutex_unlock(&timeline_lock);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
     timeline_on = false;
 }
 

@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/lockorder.h"
 #include "swap/residency.h"
 
 /* ---- the calling thread's access window ---------------------------------- */
@@ -84,9 +85,9 @@ static void window_exit(void *arg)
 {
     (void)arg;
     W.exiting = true; /* a thread-exit destructor: the driver's own state may be gone */
-    pthread_mutex_lock(&swap_lock);
+    lo_lock(&swap_lock, LO_SWAP);
     resid_close_window();
-    pthread_mutex_unlock(&swap_lock);
+    lo_unlock(&swap_lock, LO_SWAP);
     base_meta_free(W.chunks);
     W = (window_t){0};
 }
@@ -260,7 +261,7 @@ static void wait_for_holds(void)
 {
     struct timespec until = base_deadline_in(1000 * 1000);
     S->holds.waiters++;
-    pthread_cond_timedwait(&S->holds.unheld, &swap_lock, &until);
+    lo_cond_timedwait(&S->holds.unheld, &swap_lock, LO_SWAP, &until);
     S->holds.waiters--;
 }
 
