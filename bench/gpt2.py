@@ -105,7 +105,8 @@ def run(a):
         torch.utils.deterministic.fill_uninitialized_memory = False
     dev = torch.device("cuda")
     if a.fraction > 0:
-        torch.cuda.set_per_process_memory_fraction(a.fraction, dev)
+        # an index: torch 2.11 refuses a torch.device("cuda") without one
+        torch.cuda.set_per_process_memory_fraction(a.fraction, torch.cuda.current_device())
 
     class Block(nn.Module):
         def __init__(self, w, h):

@@ -242,6 +242,39 @@ typedef struct asking {
     bool certain;
 } asking_t;
 
+/*
+ * Note [The program's last error]
+ * libcudart records the error of every runtime call that fails as the
+ * calling thread's last error, which cudaGetLastError returns (and resets)
+ * and cudaPeekAtLastError shows; frameworks read it after each launch
+ * (PyTorch's C10_CUDA_KERNEL_LAUNCH_CHECK). So a runtime call lms makes
+ * inside a hook and which may fail must leave it as it was: asking
+ * cudaGetFuncBySymbol about the cudaKernel_t of nvcc 13's <<<>>> (not a
+ * stub) left cudaErrorInvalidDeviceFunction there, and every launch of
+ * PyTorch under the preload failed with "invalid device function" although
+ * the kernel ran (an H200, CUDA 13.0, 2026-11-26). The driver's calls keep
+ * no such state.
+ */
+
+/* cudaGetFuncBySymbol, leaving the thread's last error as it was (Note [The
+ * program's last error]): asked only while none is pending, and its own
+ * error read back out. */
+static cudaError_t func_by_symbol(cudaFunction_t *out, const void *stub)
+{
+    cudaError_t (*by_symbol)(cudaFunction_t *, const void *) =
+        (cudaError_t(*)(cudaFunction_t *, const void *))interpose_sym("cudaGetFuncBySymbol");
+    cudaError_t (*peek)(void) = (cudaError_t(*)(void))interpose_sym("cudaPeekAtLastError");
+    cudaError_t (*get_last)(void) = (cudaError_t(*)(void))interpose_sym("cudaGetLastError");
+    if (by_symbol == NULL || peek == NULL || get_last == NULL)
+        return cudaErrorSymbolNotFound;
+    if (peek() != cudaSuccess) /* the program's, unread: ours would replace it */
+        return cudaErrorNotReady;
+    cudaError_t e = by_symbol(out, stub);
+    if (e != cudaSuccess)
+        (void)get_last();
+    return e;
+}
+
 /* fn's layout into l->p, l->n, l->known (else l->why), and its name into
  * l->name. See Note [Parameter layouts]. A runtime launch's fn is a stub,
  * whose CUfunction cudaGetFuncBySymbol gives (certain), or else a
@@ -262,17 +295,18 @@ static void ask_layout(layout_t *l)
         ask[n++] = (asking_t){f, false, false};
         ask[n++] = (asking_t){f, true, false};
     } else {
-        cudaError_t (*by_symbol)(cudaFunction_t *, const void *) =
-            (cudaError_t(*)(cudaFunction_t *, const void *))interpose_sym("cudaGetFuncBySymbol");
         CUresult (*get_fn)(CUfunction *, CUkernel) =
             (CUresult(*)(CUfunction *, CUkernel))interpose_sym("cuKernelGetFunction");
         cudaFunction_t cf;
         CUfunction kf;
-        cudaError_t e = by_symbol != NULL ? by_symbol(&cf, l->fn) : cudaErrorSymbolNotFound;
+        /* __cudaLaunchKernel's fn is a cudaKernel_t, never a stub: not asked */
+        cudaError_t e = l->kind == LAUNCH_KERNEL ? cudaErrorInvalidDeviceFunction
+                                                 : func_by_symbol(&cf, l->fn);
         if (e == cudaSuccess) {
             ask[n++] = (asking_t){(void *)cf, false, true};
         } else {
-            snprintf(why[2], sizeof why[2], "cudaGetFuncBySymbol: cudaError_t %d", (int)e);
+            if (l->kind != LAUNCH_KERNEL)
+                snprintf(why[2], sizeof why[2], "cudaGetFuncBySymbol: cudaError_t %d", (int)e);
             ask[n++] = (asking_t){f, true, false};
             if (get_fn != NULL && get_fn(&kf, (CUkernel)f) == CUDA_SUCCESS)
                 ask[n++] = (asking_t){(void *)kf, false, true};

@@ -271,11 +271,27 @@ API CUresult cuKernelGetFunction(CUfunction *out, CUkernel kernel)
     return CUDA_SUCCESS;
 }
 
+/* The runtime's last error, per thread, as libcudart keeps it: a runtime
+ * call that fails records its error, cudaGetLastError returns it and
+ * resets it, cudaPeekAtLastError returns it. A framework checks it after
+ * each launch (PyTorch's C10_CUDA_KERNEL_LAUNCH_CHECK): an error lms's hook
+ * left there fails a launch that ran. */
+static __thread cudaError_t last_error;
+
+API cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+API cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
 API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *out, const void *stub)
 {
     const fake_fn_t *fn = bound(stub, 0);
     if (fn == NULL)
-        return cudaErrorInvalidDeviceFunction;
+        return last_error = cudaErrorInvalidDeviceFunction;
     *out = (cudaFunction_t)(uintptr_t)fn;
     return cudaSuccess;
 }

@@ -114,6 +114,11 @@ static void other_launch_paths(CUstream st)
     c = fake_counts();
     CHECK(__cudaLaunchKernel((cudaKernel_t)(uintptr_t)&k2, one, one, p, 0, (cudaStream_t)st) ==
               cudaSuccess, "__cudaLaunchKernel");
+    /* and it leaves the runtime's last error as it was: the hook asked
+     * cudaGetFuncBySymbol about the cudaKernel_t, whose failure the runtime
+     * recorded, and PyTorch's check after every launch failed it (on an
+     * H200, 2026-11-26: "CUDA error: invalid device function") */
+    CHECK(cudaGetLastError() == cudaSuccess, "__cudaLaunchKernel left no error to read");
     fetched_and_found(c.checked, f, 2, "__cudaLaunchKernel");
     CHECK(fake_counts().kernel_launches == c.kernel_launches + 1, "it reached the stand-in's");
     f = cold(0, 1);
@@ -171,6 +176,9 @@ static void other_launch_paths(CUstream st)
     f = cold(4, 5);
     c = fake_counts();
     cudaError_t e = cudaLaunchKernel((const void *)stub_hidden, one, one, ph, 0, (cudaStream_t)st);
+    /* cudaGetFuncBySymbol failed on that stub: its error is not left for the
+     * program (Note [The program's last error] in interpose/launch.c) */
+    CHECK(cudaGetLastError() == cudaSuccess, "an unknown stub's lookup left no error to read");
     if (launches) {
         CHECK(e == cudaSuccess, "LMS_UNKNOWN_LAUNCH=launch: left to the driver hook (%d)", (int)e);
         fetched_and_found(c.checked, f, 2, "a runtime launch seen by the driver hook");
