@@ -31,7 +31,7 @@
  * stream too, and the floor is forgotten when a malloc finds the bin empty
  * (it then gets the lowest of what went on: reuse and placement both take
  * the lowest). Tested with a class's 40 allocations freed in a shuffled
- * order (tests/swap/test_lms.c); before, placement never repeated past 16.
+ * order (tests/swap/test_lms.c).
  *  - A cache serves one stream, the one it is keyed to. A call on another
  *    stream takes the locked path, which flushes the cache and keys it to the
  *    new stream. Flushed entries become pending frees of their stream, as if
