@@ -39,8 +39,8 @@ static lms_status_t after_last_use(size_t first, size_t n)
     uint64_t mask = 0;
     for (size_t c = first; c < first + n; c++)
         mask |= S->chunks.ch[c].streams;
-    for (size_t i = 0; i < S->streams.n && mask != 0; i++) {
-        stream_t *s = S->streams.slot[i];
+    for (size_t i = 0; i < streams_slots(&S->streams) && mask != 0; i++) {
+        stream_t *s = streams_slot(&S->streams, i);
         uint64_t bit = 1ull << (i < 63 ? i : 63);
         if (s == NULL || !(mask & bit))
             continue;
@@ -50,17 +50,11 @@ static lms_status_t after_last_use(size_t first, size_t n)
             const chunk_t *k = &S->chunks.ch[c];
             if (!(k->streams & bit))
                 continue;
-            known = k->last_window != 0 && k->last_slot == i && k->last_gen == S->streams.generation_of[i];
+            known = k->last_window != 0 && k->last_slot == i && k->last_gen == streams_generation(&S->streams, i);
             latest = known && k->last_window > latest ? k->last_window : latest;
         }
-        dev_event_t *e = s->use_event;
-        lms_status_t st = LMS_OK;
-        if (known && latest > 0) {
-            uint32_t oldest = s->windows > USE_RING ? s->windows - USE_RING + 1 : 1;
-            e = s->after[(latest > oldest ? latest : oldest) % USE_RING];
-        } else {
-            st = dev_event_record(S->dev, e, s->dev);
-        }
+        dev_event_t *e;
+        lms_status_t st = stream_after_use(s, S->dev, known ? latest : 0, &e);
         if (st == LMS_OK)
             st = dev_stream_wait_event(S->dev, transfers_stream(&S->xfers, true), e);
         if (st != LMS_OK)

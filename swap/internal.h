@@ -85,6 +85,8 @@ typedef struct state {
     uint64_t host_entries;        /* times a chunk went to the host */
     lms_stats_t stats;
 
+    bool warned_bad_free; /* lms_free has said once that a free was bad (lms.c) */
+
     /* streams and frees, pins */
     streams_t streams;
     pins_t pins;

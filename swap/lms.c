@@ -47,7 +47,7 @@ static stream_t *find_stream(lms_stream_t handle) { return streams_find(&S->stre
 
 static lms_stream_t handle_of(size_t slot)
 {
-    return streams_handle(slot, S->streams.generation_of[slot]);
+    return streams_handle(slot, streams_generation(&S->streams, slot));
 }
 
 static lms_status_t bad_stream(const char *op, lms_stream_t s) { return streams_bad_handle(op, s); }
@@ -344,8 +344,8 @@ static lms_status_t free_locked(void *ptr, lms_stream_t stream)
         st = alloc_mark_freed(S->alloc, offset, &size);
     if (st == LMS_ERR_INVALID && s != NULL && offset_of(ptr, &offset))
         st = base_fail(LMS_ERR_INVALID, "lms_free(%p): %s", ptr, lms_last_error());
-    if (st == LMS_ERR_INVALID && S != NULL && !S->streams.warned_bad_free) {
-        S->streams.warned_bad_free = true;
+    if (st == LMS_ERR_INVALID && S != NULL && !S->warned_bad_free) {
+        S->warned_bad_free = true;
         base_log(BASE_LOG_WARN, "%s (reported once; later bad frees only by status)",
                  lms_last_error());
     }

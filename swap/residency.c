@@ -325,7 +325,7 @@ void resid_placed(alloc_chunks_t used)
          * lms.c), so its eviction waits for the default stream, the only
          * stream then, until swap_sync_released says that work is done */
         bool cached = chunks_is_cached(&S->chunks, c);
-        k->streams = cached && S->streams.released_synced < S->streams.released_at_once ? 1 : 0;
+        k->streams = cached && streams_released_pending(&S->streams) ? 1 : 0;
         k->last_window = 0;
         if (cached) {
             chunks_cached_remove(&S->chunks, c);
@@ -440,7 +440,7 @@ lms_status_t resid_empty_cache(void)
 {
     (void)resid_progress(); /* copies that finished let their chunks go */
     lms_status_t st = LMS_OK;
-    if (S->chunks.ncached > 0 && S->streams.released_synced < S->streams.released_at_once)
+    if (S->chunks.ncached > 0 && streams_released_pending(&S->streams))
         st = swap_sync_released();
     /* every cached chunk with no copy in flight, in one pass, in the order
      * repeated resid_uncache_one() calls took them: uncaching cached[i] moves the

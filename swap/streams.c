@@ -464,3 +464,29 @@ lms_status_t streams_remove(streams_t *t, lms_stream_t handle)
     }
     return st;
 }
+
+/* ---- eviction fences (Note [Eviction fences] in evict.c) ------------------- */
+
+uint32_t stream_fence_window(stream_t *s, dev_device_t *dev)
+{
+    uint32_t w = s->windows + 1;
+    if (w == 0) /* 2^32 windows: numbering starts again, with nothing remembered */
+        return 0;
+    dev_event_t **e = &s->after[w % USE_RING];
+    if ((*e == NULL && dev_event_create(dev, e) != LMS_OK) ||
+        dev_event_record(dev, *e, s->dev) != LMS_OK)
+        return 0;
+    s->windows = w;
+    return w;
+}
+
+lms_status_t stream_after_use(stream_t *s, dev_device_t *dev, uint32_t latest, dev_event_t **out)
+{
+    if (latest > 0) {
+        uint32_t oldest = s->windows > USE_RING ? s->windows - USE_RING + 1 : 1;
+        *out = s->after[(latest > oldest ? latest : oldest) % USE_RING];
+        return LMS_OK;
+    }
+    *out = s->use_event;
+    return dev_event_record(dev, s->use_event, s->dev);
+}

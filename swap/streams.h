@@ -66,7 +66,6 @@ typedef struct streams {
     uint64_t released_at_once; /* frees released at once (one-stream rule), ever */
     uint64_t released_synced;  /* of those, how many the default stream has finished */
     size_t flush_bytes;   /* unfenced bytes of a stream that trigger a fence */
-    bool warned_bad_free;
 } streams_t;
 
 /* ---- handles ----------------------------------------------------------------
@@ -160,5 +159,31 @@ HIDDEN void streams_wait_for_fences(streams_t *t);
 /* Waits until the default stream has finished what was queued when the
  * frees released at once so far were made (released_synced). */
 HIDDEN lms_status_t streams_sync_released(streams_t *t);
+
+/* Whether memory freed at once (one-stream rule) may still be in use by the
+ * default stream: until streams_sync_released, its blocks must not be
+ * taken for another chunk. */
+static inline bool streams_released_pending(const streams_t *t)
+{
+    return t->released_synced < t->released_at_once;
+}
+
+/* Slots in use or used before, the stream in slot i (NULL: none), and the
+ * generation of slot i's handle: what a chunk remembers of its last user. */
+static inline size_t streams_slots(const streams_t *t) { return t->n; }
+static inline stream_t *streams_slot(const streams_t *t, size_t i) { return t->slot[i]; }
+static inline uint32_t streams_generation(const streams_t *t, size_t i) { return t->generation_of[i]; }
+
+/* ---- eviction fences (Note [Eviction fences] in evict.c) ------------------- */
+
+/* Records on s the event after the work of its next access window (one of
+ * a ring of USE_RING): that window's number, 0 if none was recorded. */
+HIDDEN uint32_t stream_fence_window(stream_t *s, dev_device_t *dev);
+
+/* The event an eviction waits for on s: after s's window `latest` (or the
+ * oldest of the ring left, which is later still), or, for latest 0 (not
+ * known), one recorded now after all of s's work. */
+HIDDEN lms_status_t stream_after_use(stream_t *s, dev_device_t *dev, uint32_t latest,
+                                     dev_event_t **out);
 
 #endif /* LMS_SWAP_STREAMS_H */

@@ -104,19 +104,12 @@ const size_t *resid_window_count(void) { return &W.n; }
 static uint32_t window_fence(void)
 {
     stream_t *s = W.s;
-    if (s == NULL || W.slot < 0 || (size_t)W.slot >= S->streams.n || S->streams.slot[W.slot] != s ||
-        S->streams.generation_of[W.slot] != W.gen || W.exiting ||
+    if (s == NULL || W.slot < 0 || (size_t)W.slot >= streams_slots(&S->streams) ||
+        streams_slot(&S->streams, (size_t)W.slot) != s ||
+        streams_generation(&S->streams, (size_t)W.slot) != W.gen || W.exiting ||
         (S->host_chunks == 0 && S->evicting == 0))
         return 0;
-    uint32_t w = s->windows + 1;
-    if (w == 0) /* 2^32 windows: numbering starts again, with nothing remembered */
-        return 0;
-    dev_event_t **e = &s->after[w % USE_RING];
-    if ((*e == NULL && dev_event_create(S->dev, e) != LMS_OK) ||
-        dev_event_record(S->dev, *e, s->dev) != LMS_OK)
-        return 0;
-    s->windows = w;
-    return w;
+    return stream_fence_window(s, S->dev);
 }
 
 
@@ -312,7 +305,7 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
             break;
         /* memory released at once (one-stream rule) may still be in use by
          * the default stream: stealing it waits for that first */
-        if (S->chunks.ncached > 0 && S->streams.released_synced < S->streams.released_at_once && syncs++ < 100) {
+        if (S->chunks.ncached > 0 && streams_released_pending(&S->streams) && syncs++ < 100) {
             if ((st = swap_sync_released()) != LMS_OK)
                 break;
             continue;
@@ -592,7 +585,7 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
     W.generation = S->generation;
     W.s = s;
     W.slot = s != NULL ? slot : -1;
-    W.gen = s != NULL ? S->streams.generation_of[slot] : 0;
+    W.gen = s != NULL ? streams_generation(&S->streams, (size_t)slot) : 0;
     W.full_at = ranking_fulls(&S->rank);
     /* the chunks, each once and in order, held: no eviction takes them from
      * here on. The list is the thread's window, so it survives lock drops. */
