@@ -29,7 +29,10 @@ HIDDEN void blocks_destroy(blocks_t *b); /* the blocks go with the device */
 HIDDEN lms_status_t blocks_preallocate(blocks_t *b);
 
 /* Blocks that can be had without unmapping anything. */
-static inline size_t blocks_unmapped(const blocks_t *b) { return b->npool + (b->budget - b->created); }
+static inline size_t blocks_unmapped(const blocks_t *b)
+{
+    return b->npool + (b->budget - b->created);
+}
 
 /* A block from the pool, or newly created within the budget; the caller
  * made sure one of those exists (blocks_unmapped). */

@@ -45,7 +45,8 @@
 #include "base/base.h"
 #include "swap/config.h"
 
-#define LIMIT_SLACK_MAX (512 * BASE_MiB) /* the device limit's default leaves free / 8, at most this */
+#define LIMIT_SLACK_MAX                                                                            \
+    (512 * BASE_MiB) /* the device limit's default leaves free / 8, at most this */
 #define DEFAULT_LARGE_CHUNKS 8           /* as alloc.h's large_threshold 0 */
 #define FLUSH_MAX (64 * BASE_MiB)
 
@@ -253,7 +254,8 @@ lms_status_t swap_facts_host(int numa_node, swap_facts_t *facts)
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || page <= 0)
         return base_fail(LMS_ERR_SYSTEM, "swap_facts_host: sysconf cannot say the memory size");
-    long long node = numa_node >= 0 && numa_available() >= 0 ? numa_node_size64(numa_node, NULL) : -1;
+    long long node =
+        numa_node >= 0 && numa_available() >= 0 ? numa_node_size64(numa_node, NULL) : -1;
     facts->node_bytes = node > 0 ? (uint64_t)node : 0;
     facts->ram_bytes = (uint64_t)pages * (uint64_t)page;
     return LMS_OK;

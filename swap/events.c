@@ -32,7 +32,8 @@ bool events_reserve(events_t *ev)
 void events_recycle(events_t *ev, dev_event_t *e)
 {
     if (ev->waiters > 0) {
-        if (swap_grow((void **)&ev->retired, &ev->capretired, ev->nretired + 1, sizeof *ev->retired))
+        if (swap_grow((void **)&ev->retired, &ev->capretired, ev->nretired + 1,
+                      sizeof *ev->retired))
             ev->retired[ev->nretired++] = e;
     } else if (swap_grow((void **)&ev->free, &ev->capfree, ev->nfree + 1, sizeof *ev->free)) {
         ev->free[ev->nfree++] = e;

@@ -50,7 +50,8 @@ static lms_status_t after_last_use(size_t first, size_t n)
             const chunk_t *k = &S->chunks.ch[c];
             if (!(k->streams & bit))
                 continue;
-            known = k->last_window != 0 && k->last_slot == i && k->last_gen == streams_generation(&S->streams, i);
+            known = k->last_window != 0 && k->last_slot == i &&
+                    k->last_gen == streams_generation(&S->streams, i);
             latest = known && k->last_window > latest ? k->last_window : latest;
         }
         dev_event_t *e;
@@ -86,7 +87,8 @@ static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
     size_t copied = 0;
     for (size_t c = first; st == LMS_OK && !clean && c < first + n;) {
         size_t k = resid_host_run(c, first + n - c);
-        if ((st = dev_copy_d2h(S->dev, transfers_stream(&S->xfers, true), S->chunks.ch[c].host, chunk_addr(c), k * S->chunk)) == LMS_OK)
+        if ((st = dev_copy_d2h(S->dev, transfers_stream(&S->xfers, true), S->chunks.ch[c].host,
+                               chunk_addr(c), k * S->chunk)) == LMS_OK)
             copied += k;
         c += k;
     }
@@ -137,8 +139,10 @@ static void run_around(size_t v, size_t want, uint64_t min_key, bool ahead, size
 {
     bool clean = S->chunks.ch[v].clean;
     size_t lo = v, hi = v + 1, cap = want < 1 ? 1 : want > S->piece ? S->piece : want;
-#define LIKE(c) (resid_evictable(c) && S->chunks.ch[c].clean == clean && !(ahead && S->chunks.ch[c].prefetched) && \
-                 (min_key == 0 || policy_evict_key(S->policy, c) >= min_key))
+#define LIKE(c)                                                                                    \
+    (resid_evictable(c) && S->chunks.ch[c].clean == clean &&                                       \
+     !(ahead && S->chunks.ch[c].prefetched) &&                                                     \
+     (min_key == 0 || policy_evict_key(S->policy, c) >= min_key))
     while (hi - lo < cap && hi < S->nchunks && LIKE(hi))
         hi++;
     while (hi - lo < cap && lo > 0 && LIKE(lo - 1))
@@ -163,7 +167,8 @@ size_t resid_evict_ranked(size_t n, size_t want, bool ahead, timeline_by_t by, l
     uint64_t min_key = n == 0 || want == 0 ? 0 : ranking_key(&S->rank, (want < n ? want : n) - 1);
     for (size_t i = 0; i < n && started < want; i++) {
         size_t c = ranking_chunk(&S->rank, i), first, run;
-        if (!resid_evictable(c) || (ahead && S->chunks.ch[c].prefetched)) /* gone with an earlier run */
+        if (!resid_evictable(c) ||
+            (ahead && S->chunks.ch[c].prefetched)) /* gone with an earlier run */
             continue;
         run_around(c, want - started, min_key > 0 ? min_key : 1, ahead, &first, &run);
         if ((*st = evict_run(first, &run, by)) != LMS_OK)
@@ -182,10 +187,12 @@ size_t resid_evict_some(size_t want, bool ahead, timeline_by_t by, lms_status_t 
     size_t started = 0;
     *st = LMS_OK;
     if (resid_by_schedule()) {
-        started = resid_evict_ranked(ranking_victims(&S->rank, want, S->resident), want, ahead, by, st);
+        started =
+            resid_evict_ranked(ranking_victims(&S->rank, want, S->resident), want, ahead, by, st);
         if (started < want && *st == LMS_OK) { /* what became evictable since, in full */
             ranking_stale_full(&S->rank);
-            started += resid_evict_ranked(ranking_victims(&S->rank, want - started, S->resident), want - started, ahead, by, st);
+            started += resid_evict_ranked(ranking_victims(&S->rank, want - started, S->resident),
+                                          want - started, ahead, by, st);
         }
         return started;
     }

@@ -212,7 +212,6 @@ static void release_freed(size_t offset, size_t size)
     resid_freed(freed);
 }
 
-
 lms_status_t swap_init_locked(const swap_config_t *cfg, bool from_options)
 {
     char a[32], b[32], c[32];
@@ -256,9 +255,9 @@ lms_status_t swap_init_locked(const swap_config_t *cfg, bool from_options)
     if ((st = dev_va_reserve(S->dev, va, &S->base)) != LMS_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s", lms_last_error());
-        st = base_fail(st, "lms_init: %s of addresses cannot be reserved (%s): %s", swap_fmt(va, a),
-                       cfg->va_reserve ? "LMS_VA_RESERVE" : "4 x (LMS_DEVICE_LIMIT + LMS_HOST_LIMIT)",
-                       why);
+        st = base_fail(
+            st, "lms_init: %s of addresses cannot be reserved (%s): %s", swap_fmt(va, a),
+            cfg->va_reserve ? "LMS_VA_RESERVE" : "4 x (LMS_DEVICE_LIMIT + LMS_HOST_LIMIT)", why);
         goto fail;
     }
     alloc_config_t ac = {.chunk_size = chunk, .nchunks = S->nchunks,
@@ -267,8 +266,8 @@ lms_status_t swap_init_locked(const swap_config_t *cfg, bool from_options)
         goto fail;
     if ((st = resid_init()) != LMS_OK)
         goto fail;
-    if ((st = streams_init(&S->streams, S->dev, &S->events, chunk, r->flush_bytes, release_freed)) !=
-        LMS_OK)
+    if ((st = streams_init(&S->streams, S->dev, &S->events, chunk, r->flush_bytes,
+                           release_freed)) != LMS_OK)
         goto fail;
     if (cfg->preallocate && (st = blocks_preallocate(&S->blocks)) != LMS_OK)
         goto fail;

@@ -52,7 +52,8 @@ void resid_report_access(const uint32_t *u, size_t n)
     for (size_t i = 0; i < n;) {
         bool use = S->chunks.ch[u[i]].acc & ACC_NEED_DATA;
         size_t j = i + 1;
-        while (j < n && u[j] == u[j - 1] + 1 && (bool)(S->chunks.ch[u[j]].acc & ACC_NEED_DATA) == use)
+        while (j < n && u[j] == u[j - 1] + 1 &&
+               (bool)(S->chunks.ch[u[j]].acc & ACC_NEED_DATA) == use)
             j++;
         if (resid_report(u[i], j - i, use ? POLICY_USE : POLICY_OVERWRITE, now) !=
             LMS_OK) {
@@ -97,7 +98,8 @@ void resid_prefetch(void)
     size_t spare = resid_free_blocks() + S->evicting;
     if (S->pf.walk_found_none && S->host_entries == S->pf.walk_host_entries &&
         (u.schedule_events <= PREFETCH_WALK || moved < PREFETCH_WALK / 2) &&
-        (S->host_chunks == 0 || (spare <= S->pf.walk_spare && transfers_h2d_queued(&S->xfers) >= S->pf.walk_queued)))
+        (S->host_chunks == 0 ||
+         (spare <= S->pf.walk_spare && transfers_h2d_queued(&S->xfers) >= S->pf.walk_queued)))
         return; /* more room, or a shorter queue, matters only with data on the host */
     policy_link_t link = {.bytes_per_ns = transfers_h2d_rate(&S->xfers),
                           .chunk_bytes = S->chunk,
@@ -128,7 +130,8 @@ void resid_prefetch(void)
         size_t r = slot > (int64_t)room ? (size_t)slot - room : 0;
         if (r >= m && ranking_shallow(&S->rank, r)) { /* deeper into the full one */
             ranking_stale(&S->rank);
-            m = ranking_victims(&S->rank, 2 * (r + 1), S->resident); /* (doubling: few of these a look) */
+            m = ranking_victims(&S->rank, 2 * (r + 1),
+                                S->resident); /* (doubling: few of these a look) */
         }
         if (r >= m || ranking_key(&S->rank, r) <= S->pf.ahead[ok].evict_after)
             break;
@@ -155,7 +158,8 @@ void resid_prefetch(void)
         size_t brought;
         lms_status_t bst = resid_bring_in(S->pf.fetch_list, now, 0, false, true, &brought);
         for (size_t i = 0; i < now; i++)
-            S->chunks.ch[S->pf.fetch_list[i]].prefetched = S->chunks.ch[S->pf.fetch_list[i]].state == FETCHING;
+            S->chunks.ch[S->pf.fetch_list[i]].prefetched =
+                S->chunks.ch[S->pf.fetch_list[i]].state == FETCHING;
         st = st != LMS_OK ? st : bst;
     }
     if (st != LMS_OK)

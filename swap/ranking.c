@@ -62,7 +62,6 @@ static int cmp_ranked(const void *a, const void *b)
     return (x->order > y->order) - (x->order < y->order);
 }
 
-
 /* The evictable chunks, in the order policy/ would evict them, into r->full
  * (and r->ranked); how many. At most RANKED_MAX are looked at, taken evenly
  * along the whole LRU list: under the schedule the least recently used are

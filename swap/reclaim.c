@@ -45,7 +45,8 @@ static void *reclaim_main(void *arg)
             (void)hostpool_reserve(S->host, headroom);
         if (timeline_on)
             timeline_tick();
-        if (S->evicting > 0 && transfers_d2h_busy(&S->xfers) && resid_wait_oldest(SIZE_MAX) == LMS_OK)
+        if (S->evicting > 0 && transfers_d2h_busy(&S->xfers) &&
+            resid_wait_oldest(SIZE_MAX) == LMS_OK)
             continue;
         struct timespec until = base_deadline_in(50 * 1000 * 1000);
         lo_cond_timedwait(&S->rc.wake, &swap_lock, LO_SWAP, &until);

@@ -210,7 +210,8 @@ static void settle(size_t first, size_t n, const xfer_t *x)
             continue;
         }
         size_t end = c + 1;
-        while (end < first + n && S->chunks.ch[end].state == EVICTING && S->chunks.ch[end].xfer == NULL)
+        while (end < first + n && S->chunks.ch[end].state == EVICTING &&
+               S->chunks.ch[end].xfer == NULL)
             end++;
         lms_status_t st = dev_unmap(S->dev, chunk_addr(c), (end - c) * S->chunk);
         for (; c < end; c++) {

@@ -26,7 +26,10 @@ static inline size_t resid_unmapped_blocks(void) { return blocks_unmapped(&S->bl
 static inline size_t resid_free_blocks(void) { return resid_unmapped_blocks() + S->chunks.ncached; }
 
 /* Whether eviction follows policy/'s schedule now. */
-static inline bool resid_by_schedule(void) { return S->policy != NULL && policy_following(S->policy); }
+static inline bool resid_by_schedule(void)
+{
+    return S->policy != NULL && policy_following(S->policy);
+}
 
 /* policy_access; with a timeline, an iteration mark for each iteration the
  * policy found ending with it (Note [Finding the iteration] in policy.c). */

@@ -172,7 +172,10 @@ static inline bool streams_released_pending(const streams_t *t)
  * generation of slot i's handle: what a chunk remembers of its last user. */
 static inline size_t streams_slots(const streams_t *t) { return t->n; }
 static inline stream_t *streams_slot(const streams_t *t, size_t i) { return t->slot[i]; }
-static inline uint32_t streams_generation(const streams_t *t, size_t i) { return t->generation_of[i]; }
+static inline uint32_t streams_generation(const streams_t *t, size_t i)
+{
+    return t->generation_of[i];
+}
 
 /* ---- eviction fences (Note [Eviction fences] in evict.c) ------------------- */
 

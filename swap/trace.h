@@ -5,8 +5,8 @@
  *
  * init.c opens it at init and finishes it at shutdown or process exit;
  * residency (residency.c, evict.c, window.c, prefetch.c) reports its
- * decisions; the device reports its work through the observer (timeline_device_work). Every report is made only when
- * timeline_on: the one check a hot path pays while no timeline is written.
+ * decisions; the device reports its work through the observer (timeline_device_work). Every report
+ * is made only when timeline_on: the one check a hot path pays while no timeline is written.
  *
  * Threads: timeline_on changes only under swap_lock (open and finish), and
  * the swap-side reports are made under swap_lock; timeline_device_work comes

@@ -49,7 +49,10 @@ void xfer_discard(transfers_t *t, xfer_t *x)
     base_meta_free(x);
 }
 
-static dev_stream_t *xfer_stream(const transfers_t *t, const xfer_t *x) { return x->d2h ? t->d2h : t->h2d; }
+static dev_stream_t *xfer_stream(const transfers_t *t, const xfer_t *x)
+{
+    return x->d2h ? t->d2h : t->h2d;
+}
 
 void xfer_start(transfers_t *t, xfer_t *x, size_t first, size_t n, size_t copied, bool d2h)
 {

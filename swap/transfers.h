@@ -19,7 +19,7 @@ typedef struct xfer {
     size_t first, n;   /* the chunks it covers: [first, first + n) */
     size_t copied;     /* how many of them it copies (a fetch's may be scattered) */
     bool d2h;
-    bool fenced;       /* its event is recorded after the copy (Note [Unfenced copies] in residency.c) */
+    bool fenced; /* its event is recorded after the copy (Note [Unfenced copies] in residency.c) */
     bool done;         /* known to have finished without its event: a synchronize */
 } xfer_t;
 
@@ -36,7 +36,8 @@ typedef struct transfers {
 } transfers_t;
 
 /* Creates the two copy streams; on failure, none. */
-HIDDEN lms_status_t transfers_init(transfers_t *t, dev_device_t *dev, events_t *events, size_t chunk);
+HIDDEN lms_status_t transfers_init(transfers_t *t, dev_device_t *dev, events_t *events,
+                                   size_t chunk);
 /* Frees the records of copies still in flight (their events and the streams
  * go with the device). */
 HIDDEN void transfers_destroy(transfers_t *t);
@@ -62,7 +63,8 @@ typedef void (*xfer_settle_fn)(void *arg, const xfer_t *x);
 /* Settles the copies that have finished, at most `most` of each direction,
  * oldest first. A copy whose event fails to say stays in flight, and the
  * (first) failure is returned. */
-HIDDEN lms_status_t transfers_progress(transfers_t *t, size_t most, xfer_settle_fn settle, void *arg);
+HIDDEN lms_status_t transfers_progress(transfers_t *t, size_t most, xfer_settle_fn settle,
+                                       void *arg);
 
 /* Waits, lock dropped, for x to end, and settles what has (at most `most`
  * copies of each direction); fails when x's end cannot be known (Note
@@ -77,18 +79,25 @@ static inline xfer_t *transfers_oldest(const transfers_t *t)
 }
 
 /* The stream copies of a direction go on. */
-static inline dev_stream_t *transfers_stream(const transfers_t *t, bool d2h) { return d2h ? t->d2h : t->h2d; }
+static inline dev_stream_t *transfers_stream(const transfers_t *t, bool d2h)
+{
+    return d2h ? t->d2h : t->h2d;
+}
 
 /* Chunks the H2D copies in flight copy; whether a D2H copy is in flight. */
 static inline size_t transfers_h2d_queued(const transfers_t *t) { return t->h2d_queued; }
 static inline bool transfers_d2h_busy(const transfers_t *t) { return t->list[1] != NULL; }
 
-static inline bool transfers_idle(const transfers_t *t) { return t->list[0] == NULL && t->list[1] == NULL; }
+static inline bool transfers_idle(const transfers_t *t)
+{
+    return t->list[0] == NULL && t->list[1] == NULL;
+}
 
 /* The H2D link's rate learnt so far, bytes per ns; 0 until 8 chunks' worth. */
 static inline double transfers_h2d_rate(const transfers_t *t)
 {
-    return t->h2d_busy_bytes >= 8 * t->chunk ? (double)t->h2d_busy_bytes / (double)t->h2d_busy_ns : 0;
+    return t->h2d_busy_bytes >= 8 * t->chunk ? (double)t->h2d_busy_bytes / (double)t->h2d_busy_ns
+                                             : 0;
 }
 
 #endif /* LMS_SWAP_TRANSFERS_H */

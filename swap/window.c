@@ -74,7 +74,8 @@ typedef struct window {
     int slot;            /* in this slot, */
     uint32_t gen;        /* of this generation */
     bool exiting;        /* its thread is: nothing more is started from it */
-    uint64_t full_at;    /* ranking_fulls(&S->rank) when it opened (Note [Ranking between events] in ranking.c) */
+    uint64_t full_at;    /* ranking_fulls(&S->rank) when it opened (Note [Ranking between events] in
+                            ranking.c) */
 } window_t;
 
 static __thread window_t W;
@@ -98,7 +99,6 @@ bool resid_window_open(void) { return W.n > 0; }
 
 const size_t *resid_window_count(void) { return &W.n; }
 
-
 /* Records the event after the work of the closing window on its stream;
  * the window's number there, 0 if none was recorded. */
 static uint32_t window_fence(void)
@@ -111,7 +111,6 @@ static uint32_t window_fence(void)
         return 0;
     return stream_fence_window(s, S->dev);
 }
-
 
 void resid_close_window(void)
 {
@@ -179,7 +178,8 @@ static void unmap_unused(size_t c, uint8_t was)
     lms_status_t st = dev_set_access(S->dev, chunk_addr(c), S->chunk);
     xfer_t *x = NULL;
     if (st == LMS_OK && was == HOST && (st = xfer_new(&S->xfers, &x)) == LMS_OK &&
-        (st = dev_copy_h2d(S->dev, transfers_stream(&S->xfers, false), chunk_addr(c), k->host, S->chunk)) != LMS_OK)
+        (st = dev_copy_h2d(S->dev, transfers_stream(&S->xfers, false), chunk_addr(c), k->host,
+                           S->chunk)) != LMS_OK)
         xfer_discard(&S->xfers, x);
     if (st == LMS_OK && was == HOST) {
         xfer_start(&S->xfers, x, c, 1, 1, false);
@@ -227,7 +227,6 @@ static void undo_overwrites(const uint32_t *u, size_t n)
     }
 }
 
-
 /* Chunks of the ranges that need a block now. */
 static size_t blocks_needed(const uint32_t *u, size_t n)
 {
@@ -245,8 +244,8 @@ static lms_status_t no_room(const char *op, size_t need)
                      "%s: no device memory for %zu more chunks: %s resident of the %s limit, "
                      "%s pinned, the rest named by accesses whose work is being enqueued. Unpin "
                      "memory, or raise LMS_DEVICE_LIMIT",
-                     op, need, swap_fmt(S->resident * S->chunk, a), swap_fmt(S->budget * S->chunk, b),
-                     swap_fmt(S->pinned * S->chunk, c));
+                     op, need, swap_fmt(S->resident * S->chunk, a),
+                     swap_fmt(S->budget * S->chunk, b), swap_fmt(S->pinned * S->chunk, c));
 }
 
 /* Waits, lock dropped, up to 1 ms for another thread to close its window. */
@@ -400,12 +399,14 @@ static lms_status_t fetch_piece(const uint32_t *u, size_t i, size_t j, xfer_t **
             continue;
         }
         size_t e = i + 1;
-        while (e < j && S->chunks.ch[u[e]].state == HOST && (S->chunks.ch[u[e]].acc & ACC_NEED_DATA) &&
+        while (e < j && S->chunks.ch[u[e]].state == HOST &&
+               (S->chunks.ch[u[e]].acc & ACC_NEED_DATA) &&
                S->chunks.ch[u[e]].host == S->chunks.ch[u[e - 1]].host + S->chunk)
             e++;
         if (*x == NULL && (st = xfer_new(&S->xfers, x)) != LMS_OK)
             break;
-        st = dev_copy_h2d(S->dev, transfers_stream(&S->xfers, false), chunk_addr(u[i]), k->host, (e - i) * S->chunk);
+        st = dev_copy_h2d(S->dev, transfers_stream(&S->xfers, false), chunk_addr(u[i]), k->host,
+                          (e - i) * S->chunk);
         if (st == LMS_OK) {
             for (size_t m = i; m < e; m++)
                 S->chunks.ch[u[m]].acc |= ACC_COPIED;
@@ -472,7 +473,8 @@ lms_status_t resid_bring_in(uint32_t *u, size_t n, size_t partial, bool early, b
             continue;
         }
         size_t j = i + 1;
-        while (j < mapped && j - i < S->piece && (S->chunks.ch[u[j]].acc & ACC_MAPPED) && u[j] == u[j - 1] + 1)
+        while (j < mapped && j - i < S->piece && (S->chunks.ch[u[j]].acc & ACC_MAPPED) &&
+               u[j] == u[j - 1] + 1)
             j++;
         if ((st = dev_set_access(S->dev, chunk_addr(u[i]), (j - i) * S->chunk)) != LMS_OK)
             break;
@@ -675,7 +677,8 @@ lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t
             i++;
             continue;
         }
-        if ((st = resid_wait_xfer(x, SIZE_MAX)) != LMS_OK) { /* its end cannot be known: not pinned */
+        if ((st = resid_wait_xfer(x, SIZE_MAX)) !=
+            LMS_OK) { /* its end cannot be known: not pinned */
             for (size_t j = 0; j < nu; j++)
                 if (--S->chunks.ch[u[j]].pins == 0)
                     S->pinned--;
