@@ -77,7 +77,6 @@
 #define FLAGS_ALIGN ((uintptr_t)1 << (CLASS_BITS + POS_BITS)) /* of a slab's live flags */
 #define MAX_SLAB_CHUNKS (1u << POS_BITS)
 #define TAIL_WASTE 16    /* a slab's unused tail is at most 1/TAIL_WASTE of it */
-#define DEFAULT_LARGE_CHUNKS 8 /* large_threshold 0: requests of 8 chunks or more are runs */
 #define MAX_CHUNK ((size_t)128 << 20) /* so that a slab's slots and offsets fit 32 bits */
 
 enum { CHUNK_FREE, CHUNK_LARGE, CHUNK_LARGE_TAIL, CHUNK_SLAB };
@@ -740,7 +739,7 @@ lms_status_t alloc_create(const alloc_config_t *cfg, alloc_t **out)
     a->chunk_size = cs;
     a->chunk_shift = (unsigned)__builtin_ctzll(cs);
     a->nchunks = cfg->nchunks;
-    a->large_threshold = cfg->large_threshold ? cfg->large_threshold : DEFAULT_LARGE_CHUNKS * cs;
+    a->large_threshold = cfg->large_threshold ? cfg->large_threshold : ALLOC_DEFAULT_LARGE_CHUNKS * cs;
     a->flag_stride = cs / ALIGN >= 64 ? cs / ALIGN / 64 : 0;
     a->free_slab = NONE;
     a->chunks = base_meta_calloc(a->nchunks, sizeof *a->chunks);

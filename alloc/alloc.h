@@ -54,8 +54,12 @@ typedef struct alloc alloc_t;
 typedef struct alloc_config {
     size_t chunk_size;      /* a power of two, 4 KiB..128 MiB */
     size_t nchunks;         /* chunks in the range */
-    size_t large_threshold; /* 0: 8 chunks; else at least 4 KiB, at most 16 chunks */
+    size_t large_threshold; /* 0: ALLOC_DEFAULT_LARGE_CHUNKS chunks; else at least 4 KiB,
+                               at most 16 chunks */
 } alloc_config_t;
+
+/* large_threshold 0: requests of this many chunks or more are runs. */
+#define ALLOC_DEFAULT_LARGE_CHUNKS 8
 
 lms_status_t alloc_create(const alloc_config_t *cfg, alloc_t **out);
 

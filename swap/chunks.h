@@ -159,13 +159,15 @@ static inline void chunks_cached_remove(chunks_t *t, size_t c)
 
 static inline void chunks_set_clean(chunks_t *t, size_t c, bool clean)
 {
+    if (t->ch[c].clean == clean) /* the bitmap says the same: untouched (a free's common case) */
+        return;
     t->ch[c].clean = clean;
     uint64_t bit = 1ull << (c % 64);
     size_t w = c / 64;
     if (clean) {
         t->clean_bits[w] |= bit;
         t->clean_words[w / 64] |= 1ull << (w % 64);
-    } else if (t->clean_bits[w] & bit) {
+    } else {
         t->clean_bits[w] &= ~bit;
         if (t->clean_bits[w] == 0)
             t->clean_words[w / 64] &= ~(1ull << (w % 64));

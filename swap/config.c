@@ -45,9 +45,8 @@
 #include "base/base.h"
 #include "swap/config.h"
 
-#define LIMIT_SLACK_MAX                                                                            \
-    (512 * BASE_MiB) /* the device limit's default leaves free / 8, at most this */
-#define DEFAULT_LARGE_CHUNKS 8           /* as alloc.h's large_threshold 0 */
+/* the device limit's default leaves free / 8, at most this */
+#define LIMIT_SLACK_MAX (512 * BASE_MiB)
 #define FLUSH_MAX (64 * BASE_MiB)
 
 static const char *const setting_var[SWAP_SETTING_COUNT] = {
@@ -167,7 +166,7 @@ static void resolve_large_threshold(const swap_config_t *cfg, swap_resolved_t *r
         large = 0;
         r->from[SWAP_SET_LARGE_THRESHOLD] = SWAP_FROM_CLAMPED;
     }
-    r->large_threshold = large ? large : DEFAULT_LARGE_CHUNKS * chunk;
+    r->large_threshold = large ? large : ALLOC_DEFAULT_LARGE_CHUNKS * chunk;
 }
 
 /* The reclaim watermarks must lie inside the device limit, and low at most

@@ -167,9 +167,8 @@ size_t resid_evict_ranked(size_t n, size_t want, bool ahead, timeline_by_t by, l
     uint64_t min_key = n == 0 || want == 0 ? 0 : ranking_key(&S->rank, (want < n ? want : n) - 1);
     for (size_t i = 0; i < n && started < want; i++) {
         size_t c = ranking_chunk(&S->rank, i), first, run;
-        if (!resid_evictable(c) ||
-            (ahead && S->chunks.ch[c].prefetched)) /* gone with an earlier run */
-            continue;
+        if (!resid_evictable(c) || (ahead && S->chunks.ch[c].prefetched))
+            continue; /* gone with an earlier run */
         run_around(c, want - started, min_key > 0 ? min_key : 1, ahead, &first, &run);
         if ((*st = evict_run(first, &run, by)) != LMS_OK)
             break;

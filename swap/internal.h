@@ -140,8 +140,8 @@ HIDDEN void resid_destroy(void);        /* after the device is drained */
 HIDDEN void resid_placed(alloc_chunks_t used);
 HIDDEN void resid_freed(alloc_chunks_t freed);
 HIDDEN void resid_dead(alloc_chunks_t dead); /* freed, not yet released */
-HIDDEN void
-resid_free_event(alloc_chunks_t gone); /* an allocation of whole chunks freed: for policy/ */
+/* An allocation of whole chunks freed: for policy/. */
+HIDDEN void resid_free_event(alloc_chunks_t gone);
 HIDDEN lms_status_t resid_mark_iteration(void);
 HIDDEN void resid_close_window(void);   /* the calling thread's */
 HIDDEN lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n, stream_t *s,

@@ -130,8 +130,8 @@ void resid_prefetch(void)
         size_t r = slot > (int64_t)room ? (size_t)slot - room : 0;
         if (r >= m && ranking_shallow(&S->rank, r)) { /* deeper into the full one */
             ranking_stale(&S->rank);
-            m = ranking_victims(&S->rank, 2 * (r + 1),
-                                S->resident); /* (doubling: few of these a look) */
+            /* (doubling: few of these a look) */
+            m = ranking_victims(&S->rank, 2 * (r + 1), S->resident);
         }
         if (r >= m || ranking_key(&S->rank, r) <= S->pf.ahead[ok].evict_after)
             break;

@@ -50,9 +50,7 @@ lms_status_t swap_chunk_state(const void *ptr, swap_chunk_state_t *out)
 dev_stream_t *swap_copy_stream(bool h2d)
 {
     lo_lock(&swap_lock, LO_SWAP);
-    dev_stream_t *s = S == NULL ? NULL
-                      : h2d     ? transfers_stream(&S->xfers, false)
-                                : transfers_stream(&S->xfers, true);
+    dev_stream_t *s = S == NULL ? NULL : transfers_stream(&S->xfers, !h2d);
     lo_unlock(&swap_lock, LO_SWAP);
     return s;
 }

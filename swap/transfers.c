@@ -49,11 +49,6 @@ void xfer_discard(transfers_t *t, xfer_t *x)
     base_meta_free(x);
 }
 
-static dev_stream_t *xfer_stream(const transfers_t *t, const xfer_t *x)
-{
-    return x->d2h ? t->d2h : t->h2d;
-}
-
 void xfer_start(transfers_t *t, xfer_t *x, size_t first, size_t n, size_t copied, bool d2h)
 {
     x->first = first;
@@ -68,7 +63,7 @@ void xfer_start(transfers_t *t, xfer_t *x, size_t first, size_t n, size_t copied
     t->tail[dir] = x;
     if (!d2h)
         t->h2d_queued += copied;
-    x->fenced = dev_event_record(t->dev, x->event, xfer_stream(t, x)) == LMS_OK;
+    x->fenced = dev_event_record(t->dev, x->event, transfers_stream(t, x->d2h)) == LMS_OK;
     if (!x->fenced)
         base_log(BASE_LOG_DEBUG, "lms: a copy's event is recorded later: %s", lms_last_error());
 }
@@ -77,12 +72,12 @@ lms_status_t xfer_fence(transfers_t *t, xfer_t *x, bool may_sync)
 {
     if (x->fenced || x->done)
         return LMS_OK;
-    lms_status_t st = dev_event_record(t->dev, x->event, xfer_stream(t, x));
+    lms_status_t st = dev_event_record(t->dev, x->event, transfers_stream(t, x->d2h));
     if (st == LMS_OK) {
         x->fenced = true;
         return LMS_OK;
     }
-    if (!may_sync || (st = dev_stream_synchronize(t->dev, xfer_stream(t, x))) != LMS_OK)
+    if (!may_sync || (st = dev_stream_synchronize(t->dev, transfers_stream(t, x->d2h))) != LMS_OK)
         return st;
     for (xfer_t *y = t->list[x->d2h]; y != NULL; y = y->next)
         y->done = true;
