@@ -49,28 +49,17 @@ Test(lockorder, a_lock_taken_twice_aborts_rather_than_deadlocks, .signal = SIGAB
     lo_lock(&a, LO_SWAP);
 }
 
+static void taken_out_of_order(void *arg)
+{
+    (void)arg;
+    lo_lock(&a, LO_TIMELINE);
+    lo_lock(&b, LO_SWAP);
+}
+
 Test(lockorder, the_abort_names_both_locks)
 {
-    int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1);
-    if (pid == 0) {
-        dup2(fds[1], STDERR_FILENO);
-        lo_lock(&a, LO_TIMELINE);
-        lo_lock(&b, LO_SWAP);
-        _exit(0);
-    }
-    close(fds[1]);
     char msg[1024];
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof msg - 1 && (r = read(fds[0], msg + n, sizeof msg - 1 - n)) > 0)
-        n += (size_t)r;
-    msg[n] = '\0';
-    close(fds[0]);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    int status = test_child_stderr(taken_out_of_order, NULL, msg, sizeof msg);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %#x", status);
     cr_assert(strstr(msg, "taking swap_lock (swap/lms.c)") != NULL, "%s", msg);
     cr_assert(strstr(msg, "while holding timeline_lock (swap/trace.c)") != NULL, "%s", msg);

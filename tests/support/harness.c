@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 
@@ -156,4 +157,27 @@ lms_stats_t test_settled_stats(void)
         a = b;
     }
     return a;
+}
+
+int test_child_stderr(void (*child)(void *), void *arg, char *msg, size_t cap)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1, "fork");
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], STDERR_FILENO);
+        child(arg);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    for (ssize_t r; n < cap - 1 && (r = read(fds[0], msg + n, cap - 1 - n)) > 0;)
+        n += (size_t)r;
+    msg[n] = '\0';
+    close(fds[0]);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return status;
 }

@@ -46,6 +46,11 @@ typedef struct test_run {
 test_run_t test_run_map(dev_device_t *dev, size_t n);
 void test_run_unmap(dev_device_t *dev, test_run_t *run);
 
+/* Runs child(arg) in a forked process whose stderr goes into msg (cap
+ * bytes, NUL-terminated; the rest is dropped) and returns its wait status:
+ * for tests that expect a process to die with a message. */
+int test_child_stderr(void (*child)(void *), void *arg, char *msg, size_t cap);
+
 /* From now on, a SIGSEGV that touches [addr, addr+len) kills the process, as
  * a test with `.signal = SIGSEGV` expects; one anywhere else makes it exit
  * with status 3 instead, so the test fails. */

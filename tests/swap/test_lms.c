@@ -787,37 +787,28 @@ Test(lms, a_child_forked_before_lms_started_can_start_it)
 
 /* ---- the lock-order witness (Note [Lock order] in base/lockorder.h) ---- */
 
+/* In a child: takes lms's lock, then calls lms, which takes it again. */
+static void call_with_the_lock_held(void *arg)
+{
+    (void)arg;
+    alarm(10); /* the witness missing: a deadlock */
+    unsigned before = lo_depth();
+    swap_lock_hold();
+    if (lo_depth() != before + 1)
+        _exit(1);
+    size_t free_b, total;
+    (void)lms_memory_info(&free_b, &total);
+    _exit(2);
+}
+
 /* lms's own lock goes through the witness: taken again by a call into lms
  * while held (what would deadlock), it aborts, naming it twice. */
 Test(lms, a_call_into_lms_with_its_lock_held_aborts_naming_the_lock)
 {
     if (!lo_witness)
         cr_skip_test("built without LMS_LOCK_ORDER: the witness is in Debug and sanitizer builds");
-    int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_neq(pid, -1, "fork");
-    if (pid == 0) {
-        dup2(fds[1], STDERR_FILENO);
-        alarm(10); /* the witness missing: a deadlock */
-        unsigned before = lo_depth();
-        swap_lock_hold();
-        if (lo_depth() != before + 1)
-            _exit(1);
-        size_t free_b, total;
-        (void)lms_memory_info(&free_b, &total);
-        _exit(2);
-    }
-    close(fds[1]);
     char msg[1024];
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof msg - 1 && (r = read(fds[0], msg + n, sizeof msg - 1 - n)) > 0)
-        n += (size_t)r;
-    msg[n] = '\0';
-    close(fds[0]);
-    int status = 0;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    int status = test_child_stderr(call_with_the_lock_held, NULL, msg, sizeof msg);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %#x: %s", status, msg);
     cr_assert(strstr(msg, "taking swap_lock (swap/lms.c)") != NULL, "%s", msg);
     cr_assert(strstr(msg, "while holding swap_lock (swap/lms.c)") != NULL, "%s", msg);
