@@ -88,7 +88,8 @@ void base_log(base_log_level_t level, const char *fmt, ...)
     X(device_limit, size, "0", NULL,                                                         \
       "device memory lms may use; 0 = free memory less an eighth of it, at most 512 MiB")  \
     X(host_limit, size, "0", NULL,                                                           \
-      "pinned host memory to swap to; 0 = half the memory of the GPU's NUMA node")          \
+      "pinned host memory to swap to; 0 = half the memory of the GPU's NUMA node "          \
+      "(the machine's, where it has one node)")                                             \
     X(va_reserve, size, "0", NULL, "address range reserved; 0 = 4 x (device + host limit)") \
     X(large_threshold, size, "0", NULL,                                                      \
       "allocations this large get whole chunks of their own; 0 = 8 chunks")                \

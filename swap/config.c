@@ -14,9 +14,10 @@
  *                 memory; rounded down to chunks; less than a chunk refused.
  *   host limit    0 without swapping; else LMS_HOST_LIMIT, else half the
  *                 memory of the GPU's NUMA node (the machine's where that is
- *                 not known); more than the machine's memory refused: pinned
- *                 memory beyond it cannot be had, and 4 x it as the reserve
- *                 asked for tables of billions of chunks.
+ *                 not known or the machine has one node); more than the
+ *                 machine's memory refused: pinned memory beyond it cannot
+ *                 be had, and 4 x it as the reserve asked for tables of
+ *                 billions of chunks.
  *   reserve       LMS_VA_RESERVE, else 4 x (device + host limit); at most
  *                 SWAP_VA_MAX (a larger LMS_VA_RESERVE refused), so the
  *                 product cannot wrap; below UINT32_MAX chunks (chunk ids
@@ -253,8 +254,13 @@ lms_status_t swap_facts_host(int numa_node, swap_facts_t *facts)
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || page <= 0)
         return base_fail(LMS_ERR_SYSTEM, "swap_facts_host: sysconf cannot say the memory size");
-    long long node =
-        numa_node >= 0 && numa_available() >= 0 ? numa_node_size64(numa_node, NULL) : -1;
+    /* With one node the node is the machine, and sysconf says its size: a
+     * VM's node0/meminfo can say less, and grow as memory is touched (an
+     * H200 VM's went 4.3 to 35 GiB in a minute, of 126 GiB; the default host
+     * limit, half of it, failed GPT-2 at 2x; docs/gpu-results.md) */
+    long long node = numa_node >= 0 && numa_available() >= 0 && numa_num_configured_nodes() > 1
+                         ? numa_node_size64(numa_node, NULL)
+                         : -1;
     facts->node_bytes = node > 0 ? (uint64_t)node : 0;
     facts->ram_bytes = (uint64_t)pages * (uint64_t)page;
     return LMS_OK;

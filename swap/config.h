@@ -96,8 +96,8 @@ typedef struct swap_resolved {
 lms_status_t swap_config_resolve(const swap_config_t *cfg, bool from_options,
                                  const swap_facts_t *facts, swap_resolved_t *out);
 
-/* The host's facts: node_bytes of NUMA node numa_node (-1, or no NUMA: 0)
- * and ram_bytes; the device's fields are left as they are. */
+/* The host's facts: node_bytes of NUMA node numa_node (-1, no NUMA, or one
+ * node: 0) and ram_bytes; the device's fields are left as they are. */
 lms_status_t swap_facts_host(int numa_node, swap_facts_t *facts);
 
 /* Calls fn once per setting of SWAP_SETTINGS, in order, with its variable,

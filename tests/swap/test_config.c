@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <numa.h>
+
 #include "harness.h"
 #include "swap/config.h"
 
@@ -468,5 +470,11 @@ Test(config, the_host_facts_are_the_machines)
     cr_assert_eq(f.node_bytes, 0, "no node: not known");
     cr_assert_eq(f.ram_bytes, (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE));
     cr_assert_eq(f.granularity, 123, "the device's facts are left alone");
+    /* one node is the machine: its size is sysconf's, not the node's meminfo */
+    if (numa_available() < 0 || numa_num_configured_nodes() == 1) {
+        f.node_bytes = 1;
+        cr_assert_eq(swap_facts_host(0, &f), LMS_OK);
+        cr_assert_eq(f.node_bytes, 0, "one node: the machine's size is used");
+    }
     cr_assert_str_eq(swap_origin_str((swap_origin_t)99), "?");
 }
