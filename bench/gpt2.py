@@ -66,6 +66,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 
 SKIP = 77  # the exit status of a run that cannot happen here (CTest's "skipped")
 TAIL_LINES = 60  # of a failed run's output, in its JSON line
@@ -173,6 +174,7 @@ def run(a):
         text = str(e)
         if not isinstance(e, torch.cuda.OutOfMemoryError) and "out of memory" not in text:
             raise
+        traceback.print_exc(file=sys.stderr)  # where in the step: the log keeps it
         result.update(ok=False, error="out of memory", message=text.splitlines()[0][:300])
     timed = ms[2:] if len(ms) > 2 else ms
     # footprint: PyTorch's peak of allocated tensors; 0 without its caching

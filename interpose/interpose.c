@@ -45,6 +45,7 @@
  * lms as driver calls. PyTorch links the shared libcudart.
  */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -129,10 +130,17 @@ static ncclResult_t nccl_error(lms_status_t st)
 }
 
 /* A failure the program will see as a CUDA error code: the message goes to
- * the log (LMS_LOG=info), since the program cannot ask lms for it. */
+ * the log (LMS_LOG=info), since the program cannot ask lms for it. The first
+ * out-of-memory is a warning: all the program can print is "CUDA error: out
+ * of memory", and lms's message names the limit that was reached (on a card,
+ * GPT-2 at 2x failed so, at a default host limit, with nothing else said). */
 static lms_status_t said(lms_status_t st)
 {
-    if (st != LMS_OK)
+    static atomic_bool oom_said;
+    if (st == LMS_ERR_OUT_OF_MEMORY && !atomic_exchange(&oom_said, true))
+        base_log(BASE_LOG_WARN, "interpose: %s (the first out-of-memory; later ones at "
+                 "LMS_LOG=info)", lms_last_error());
+    else if (st != LMS_OK)
         base_log(BASE_LOG_INFO, "interpose: %s", lms_last_error());
     return st;
 }

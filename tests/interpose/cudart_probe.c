@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -99,10 +100,29 @@ static void enabled(void)
           "cudaMemGetInfo with 98 MiB of 128 allocated: %d, free %zu", (int)e, free_b);
     CHECK(cudaFree(big) == cudaSuccess, "cudaFree(big)");
 
+    /* the first out-of-memory is a warning naming the limits (the program
+     * can print only the error code); the next one is said at info only */
+    FILE *log = tmpfile();
+    int saved = dup(2);
+    CHECK(log != NULL && saved >= 0 && dup2(fileno(log), 2) == 2, "stderr to a file");
     void *q = (void *)1;
     e = cudaMalloc(&q, 1024 * MIB);
-    CHECK(e == cudaErrorMemoryAllocation && q == NULL,
+    cudaError_t e2 = cudaMalloc(&q, 1024 * MIB);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK(e == cudaErrorMemoryAllocation && e2 == e && q == NULL,
           "cudaMalloc(1 GiB), over 64 MiB of device and 64 of host: %d, %p", (int)e, q);
+    char said[2048] = "";
+    rewind(log);
+    size_t n = fread(said, 1, sizeof said - 1, log);
+    said[n] = '\0';
+    fclose(log);
+    fputs(said, stderr);
+    const char *w = strstr(said, "lms: warning: interpose: ");
+    CHECK(w != NULL && strstr(w, "out of memory") != NULL && strstr(w, "device limit") != NULL &&
+              strstr(w + 1, "lms: warning:") == NULL,
+          "two out-of-memory cudaMallocs: one warning naming the limits, got \"%s\"", said);
     CHECK(cudaMalloc(NULL, 8) == cudaErrorInvalidValue, "cudaMalloc(NULL, 8)");
     void *z = (void *)1;
     CHECK(cudaMalloc(&z, 0) == cudaSuccess && z == NULL, "cudaMalloc(&z, 0): %p", z);
