@@ -139,6 +139,8 @@ typedef struct model {
     uint32_t *cand; /* the evictable chunks */
     uint64_t *ranked; /* scratch of rank(): key, chunk pairs */
     int64_t blocks_ahead; /* policy_prefetch's: what to keep free while following */
+    size_t ranked_n;      /* in ranked, while ranked_ok (a plan's ranking) */
+    bool ranked_ok;
     size_t ncand;
     link_t h2d, d2h;
     uint64_t links_at; /* when the links' progress was last taken */
@@ -631,40 +633,55 @@ static size_t rank(model_t *s)
     return s->ncand;
 }
 
-/* Prefetch as policy.h says: fetch i into a spare block if its
- * blocks_before is below the spare blocks, else in place of the ranked
- * victim blocks_before - spare, if that one is used after its evict_after. */
+/* For policy_plan_prefetch: the candidates ranked, once a plan (nothing
+ * changes while it is made), in full: the simulator ranks exactly where
+ * swap/ samples (Note [Ranking between events] in swap/ranking.c). */
+static size_t rank_victims(void *arg, size_t depth)
+{
+    model_t *s = arg;
+    (void)depth;
+    if (!s->ranked_ok) {
+        s->ranked_n = rank(s);
+        s->ranked_ok = true;
+    }
+    return s->ranked_n;
+}
+
+static uint64_t victim_key(void *arg, size_t i) { return ((model_t *)arg)->ranked[2 * i]; }
+
+/* Prefetch as policy/ plans it (policy_plan_prefetch, Note [One plan] in
+ * policy/plan.c), with swap/'s room: the spare blocks and those on their
+ * way out, one of them the reclaim thread's. A fetch placed in a free block
+ * takes a spare one now (or, with none, waits for the next call: its block
+ * is on its way out); one placed in a victim's queues behind its eviction. */
 static void schedule_prefetch(model_t *s)
 {
     if (!policy_following(s->p))
         return;
-    /* as swap/ counts them: evictions on their way included (blocks_before
-     * counts what new data needs before each fetch) */
-    int64_t spare0 = (int64_t)spare(s) + s->evicting;
+    size_t spare0 = spare(s) + s->evicting;
     policy_link_t link = {.bytes_per_ns = s->h2d.rate,
                           .chunk_bytes = s->chunk,
-                          .free_blocks = (size_t)spare0,
+                          .free_blocks = spare0,
                           .queued_bytes = s->h2d_pending};
-    size_t n = policy_prefetch(s->p, &link, chunk_need, s, s->fetch, MAX_FETCH, &s->blocks_ahead);
-    size_t m = SIZE_MAX;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = s->fetch[i].chunk;
-        int64_t slot = s->fetch[i].blocks_before;
-        if (spare0 > 0 && slot < spare0) {
+    policy_room_t room = {.spare = spare0, .reserve = 1};
+    policy_victims_t victims = {.rank = rank_victims, .key = victim_key, .arg = s};
+    policy_plan_t plan;
+    s->ranked_ok = false;
+    (void)policy_plan_prefetch(s->p, &link, chunk_need, s, &room, &victims, s->fetch, MAX_FETCH,
+                               &plan);
+    s->blocks_ahead = plan.blocks_ahead;
+    for (size_t i = 0; i < plan.placed; i++) {
+        const policy_fetch_t *f = &s->fetch[i];
+        if (f->victim < 0) {
             if (spare(s) == 0)
                 return;
-            prefetch_one(s, c, SIM_NONE);
+            prefetch_one(s, f->chunk, SIM_NONE);
             continue;
         }
-        if (m == SIZE_MAX)
-            m = rank(s);
-        size_t r = slot > spare0 ? (size_t)(slot - spare0) : 0;
-        if (r >= m || s->ranked[2 * r] <= s->fetch[i].evict_after)
-            return;
-        uint32_t v = (uint32_t)s->ranked[2 * r + 1];
+        uint32_t v = (uint32_t)s->ranked[2 * (size_t)f->victim + 1];
         if (s->c[v].cand == SIM_NONE) /* taken by an earlier one */
             return;
-        prefetch_one(s, c, v);
+        prefetch_one(s, f->chunk, v);
     }
 }
 
@@ -697,30 +714,21 @@ static void vdnn_offload(model_t *s, size_t j)
 
 /* -- the event loop -- */
 
-/* Lets everything that can happen at now happen. */
 /* lms's reclaim thread (swap/reclaim.c): while the free blocks and those
- * on their way out fall below a low watermark, evicts the victims policy/
- * names up to a high one, so that new data rarely waits for an eviction.
- * The watermarks are lms's for a device limit of the capacity (the capacity
- * / 32 and / 16: Note [Resolved configuration], resolved by sim_run), or,
- * while the schedule is followed, what the events ahead need
- * (policy_prefetch's blocks_ahead, at least one). For lms's policies; vdnn
- * has its own. */
-static uint32_t low_watermark(const model_t *s)
-{
-    if (s->pol == SIM_SCHEDULE && policy_following(s->p))
-        return s->blocks_ahead > 0 ? (uint32_t)s->blocks_ahead : 1;
-    return s->low;
-}
-
+ * on their way out fall below the low watermark, evicts the victims policy/
+ * names up to the high one, so that new data rarely waits for an eviction.
+ * The watermarks are policy/'s (policy_watermarks) from lms's for a device
+ * limit of the capacity (the capacity / 32 and / 16: Note [Resolved
+ * configuration], resolved by sim_run). For lms's policies; vdnn has its
+ * own. */
 static void reclaim(model_t *s)
 {
-    uint32_t low = low_watermark(s), high = low;
-    if (!(s->pol == SIM_SCHEDULE && policy_following(s->p)))
-        high = s->high;
+    bool following = s->pol == SIM_SCHEDULE && policy_following(s->p);
+    size_t low, high;
+    policy_watermarks(following ? s->p : NULL, s->blocks_ahead, s->low, s->high, &low, &high);
     if (s->pol == SIM_VDNN || s->free_blocks + s->evicting >= low)
         return;
-    if (s->pol == SIM_SCHEDULE && policy_following(s->p)) {
+    if (following) {
         /* by rank, but not chunks fetched ahead and not yet used: a
          * prefetch and the reclaim thread must not take turns on them */
         size_t m = rank(s);

@@ -142,6 +142,8 @@ typedef struct policy_fetch {
                               frees give back, its earlier fetches included:
                               free blocks go to those first (Note [Prefetch
                               without harm]) */
+    int64_t victim; /* policy_plan_prefetch's placement: -1 a free block (or one
+                       on its way), else the ranked victim whose block it takes */
 } policy_fetch_t;
 
 /* What to fetch ahead, in order of use: the chunks whose data the upcoming
@@ -171,6 +173,58 @@ typedef struct policy_fetch {
 size_t policy_prefetch(policy_t *p, const policy_link_t *link,
                        policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg,
                        policy_fetch_t *out, size_t max, int64_t *blocks_ahead);
+
+/* ---- the plan (policy/plan.c, Note [One plan]) ------------------------------- */
+
+/* The caller's blocks, for a plan. */
+typedef struct policy_room {
+    size_t spare;   /* free and not promised to an access, or on their way out */
+    size_t reserve; /* of those, kept free by the reclaim thread (swap/: 1) */
+} policy_room_t;
+
+/* The caller's evictable chunks, ranked as policy_evict_key ranks them
+ * (highest first). */
+typedef struct policy_victims {
+    /* Ranks at least depth of them, where there are that many (it may rank
+     * more, or answer from a ranking made before in the same plan); how
+     * many are ranked. */
+    size_t (*rank)(void *arg, size_t depth);
+    uint64_t (*key)(void *arg, size_t i); /* of the i-th ranked, i below rank's answer */
+    void *arg;
+} policy_victims_t;
+
+typedef struct policy_plan {
+    size_t placed;        /* out[0 .. placed) have a place (their victim field) */
+    size_t evict;         /* the ranked victims [0, evict) go now, for them */
+    size_t ranked;        /* rank's last answer (0: not asked) */
+    int64_t blocks_ahead; /* policy_prefetch's: what new data ahead needs */
+} policy_plan_t;
+
+/* policy_prefetch's fetches (into out, at most max; how many), each placed
+ * as Note [Prefetch without harm] says, in order: fetch i into a free block
+ * (victim -1) if its blocks_before is below room->spare less room->reserve,
+ * else in place of the ranked victim blocks_before less that many down, if
+ * its key is above the fetch's evict_after; the first that cannot be placed
+ * ends the placement (plan->placed). The caller evicts the ranked victims
+ * [0, plan->evict) now and fetches the placed ones as their blocks come
+ * free, stopping at the first it cannot. */
+size_t policy_plan_prefetch(policy_t *p, const policy_link_t *link,
+                            policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg,
+                            const policy_room_t *room, const policy_victims_t *victims,
+                            policy_fetch_t *out, size_t max, policy_plan_t *plan);
+
+/* The placement alone, of fetch[0 .. n) (policy_prefetch's), into plan's
+ * placed, evict and ranked (its blocks_ahead left as it is). */
+void policy_plan_place(policy_fetch_t *fetch, size_t n, const policy_room_t *room,
+                       const policy_victims_t *victims, policy_plan_t *plan);
+
+/* The reclaim thread's watermarks, in blocks free or on their way out, into
+ * *lo and *hi: while p follows its schedule, what new data ahead needs
+ * (blocks_ahead, at least 1) for both: more free blocks only make the
+ * device smaller; else low and high (LMS_RECLAIM_LOW and _HIGH). p may be
+ * NULL (no policy: the configured ones). */
+void policy_watermarks(const policy_t *p, int64_t blocks_ahead, size_t low, size_t high,
+                       size_t *lo, size_t *hi);
 
 typedef struct policy_usage {
     size_t schedule_events; /* events in the schedule, 0 if none */

@@ -79,6 +79,25 @@ static policy_need_t chunk_need(void *arg, uint32_t c)
     return k->state == HOST && !k->free ? POLICY_ON_HOST : POLICY_NO_DATA;
 }
 
+/* For policy_plan_prefetch: the ranking (Note [Ranking between events] in
+ * ranking.c), deeper into the full one where a repaired head is too short. */
+static size_t rank_victims(void *arg, size_t depth)
+{
+    (void)arg;
+    size_t m = ranking_victims(&S->rank, depth, S->resident);
+    if (m < depth && ranking_shallow(&S->rank, m)) {
+        ranking_stale(&S->rank);
+        m = ranking_victims(&S->rank, depth, S->resident);
+    }
+    return m;
+}
+
+static uint64_t victim_key(void *arg, size_t i)
+{
+    (void)arg;
+    return ranking_key(&S->rank, i);
+}
+
 /* Fetches ahead what the schedule reads next, at most a piece, as
  * policy_prefetch says: a fetch takes a free block (or one on its way) if
  * the new data and fetches before it leave one (blocks_before), else the
@@ -106,45 +125,30 @@ void resid_prefetch(void)
                           .max_events = PREFETCH_WALK,
                           .free_blocks = spare,
                           .queued_bytes = transfers_h2d_queued(&S->xfers) * S->chunk};
-    int64_t ahead;
-    size_t n = policy_prefetch(S->policy, &link, chunk_need, NULL, S->pf.ahead, S->piece, &ahead);
-    S->pf.blocks_ahead = ahead > 0 ? (size_t)ahead : 0;
+    /* the reclaim thread keeps a block free: a fetch into that one only
+     * makes it evict the top-ranked chunk, so it is that chunk's place
+     * (else reclaim and prefetch take turns, each evicting what the other
+     * fetched; Note [Prefetch without harm] in policy.c) */
+    policy_room_t room = {.spare = spare, .reserve = 1};
+    policy_victims_t victims = {.rank = rank_victims, .key = victim_key};
+    policy_plan_t plan;
+    size_t n = policy_plan_prefetch(S->policy, &link, chunk_need, NULL, &room, &victims,
+                                    S->pf.ahead, S->piece, &plan);
+    S->pf.blocks_ahead = plan.blocks_ahead > 0 ? (size_t)plan.blocks_ahead : 0;
     S->pf.walk_found_none = n == 0;
     S->pf.walk_host_entries = S->host_entries;
     S->pf.walk_pos = u.position;
     S->pf.walk_spare = spare;
     S->pf.walk_queued = transfers_h2d_queued(&S->xfers);
-    /* the reclaim thread keeps a block free: a fetch into that one only
-     * makes it evict the top-ranked chunk, so it is that chunk's place,
-     * taken on the same condition (else reclaim and prefetch take turns,
-     * each evicting what the other fetched) */
-    size_t room = spare > 0 ? spare - 1 : 0;
-    size_t ok = 0, evict = 0, m = 0;
     lms_status_t st = LMS_OK;
-    for (; ok < n; ok++) {
-        int64_t slot = S->pf.ahead[ok].blocks_before;
-        if (room > 0 && slot < (int64_t)room)
-            continue;
-        if (m == 0 && (m = ranking_victims(&S->rank, n, S->resident)) == 0)
-            break;
-        size_t r = slot > (int64_t)room ? (size_t)slot - room : 0;
-        if (r >= m && ranking_shallow(&S->rank, r)) { /* deeper into the full one */
-            ranking_stale(&S->rank);
-            /* (doubling: few of these a look) */
-            m = ranking_victims(&S->rank, 2 * (r + 1), S->resident);
-        }
-        if (r >= m || ranking_key(&S->rank, r) <= S->pf.ahead[ok].evict_after)
-            break;
-        evict = r + 1 > evict ? r + 1 : evict;
-    }
-    if (evict > 0) { /* ranked[0 .. evict): MIN's, for these and the demands before them */
-        resid_evict_ranked(m, evict, true, TIMELINE_BY_PREFETCH, &st);
+    if (plan.evict > 0) { /* ranked[0 .. evict): MIN's, for these and the demands before them */
+        resid_evict_ranked(plan.ranked, plan.evict, true, TIMELINE_BY_PREFETCH, &st);
         /* the reclaim thread settles these copies as they end, and then
          * fetches what waits for their blocks: no access may come to do it
          * (up to its 50 ms sleep, seen in bench/swap; issue 24) */
         pthread_cond_signal(&S->rc.wake);
     }
-    size_t now = ok < n ? ok : n;
+    size_t now = plan.placed;
     now = now < resid_unmapped_blocks() ? now : resid_unmapped_blocks(); /* the rest once evicted */
     if (now > 0) {
         uint32_t stamp = ++S->chunks.stamp;

@@ -10,16 +10,18 @@
 
 /* ---- the reclaim thread -------------------------------------------------------- */
 
-/* The reclaim thread's watermarks, in blocks free or on their way: while
- * the schedule is followed, what the events ahead need (policy_prefetch's
- * blocks_ahead, at least one): keeping more free only shrinks the device;
- * else LMS_RECLAIM_LOW and _HIGH (Note [Prefetch] in prefetch.c). */
-size_t resid_reclaim_low(void)
+/* The reclaim thread's watermarks, in blocks free or on their way, as
+ * policy/ plans them (policy_watermarks; Note [Prefetch] in prefetch.c). */
+static size_t watermark(bool high)
 {
-    return resid_by_schedule() ? (S->pf.blocks_ahead > 0 ? S->pf.blocks_ahead : 1) : S->rc.low;
+    size_t lo, hi;
+    policy_watermarks(resid_by_schedule() ? S->policy : NULL, (int64_t)S->pf.blocks_ahead,
+                      S->rc.low, S->rc.high, &lo, &hi);
+    return high ? hi : lo;
 }
 
-size_t resid_reclaim_high(void) { return resid_by_schedule() ? resid_reclaim_low() : S->rc.high; }
+size_t resid_reclaim_low(void) { return watermark(false); }
+size_t resid_reclaim_high(void) { return watermark(true); }
 
 /* Keeps free blocks between the watermarks, the way kswapd keeps free pages,
  * and the host pool registered ahead of need. Runs with the lock held, except
