@@ -16,9 +16,9 @@
  * (policy_need_t), its blocks (free, or on their way out), and its victims
  * ranked by policy_evict_key (swap/ samples and repairs a ranking, the
  * simulator ranks every candidate: Note [Ranking between events] in
- * swap/ranking.c). tests/policy/test_plan.c checks the rule;
- * tests/swap and bench/simulate's --check check that each caller gets the
- * same plan as this code for the inputs it gave (policy_plan_check).
+ * swap/ranking.c). tests/policy/test_plan.c checks the rule. What can
+ * still differ between the two is each caller's description: what its
+ * chunks need (its chunk_need) and how it counts its blocks.
  */
 #include "policy/policy.h"
 
