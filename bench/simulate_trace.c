@@ -27,12 +27,25 @@
  *   nothing is ever allocated has no chunk for a policy to manage.
  * - Text. A NUL byte would end the line early, silently: refused.
  * Ops and accesses are counted in uint32_t: fewer than 2^32 - 1 of each.
+ *
+ * Note [Gzipped traces]
+ * Recorded traces are kept gzipped (bench/traces/NAME.trace.gz, written by
+ * tools/lms-trace-torch.py): three steps of GPT-2 are 13 550 lines, 346 KB
+ * as text and 54 KB gzipped. The reader looks at the
+ * first byte of what it is given: gzip's magic (0x1f, never the start of a
+ * text trace) puts zlib's inflate between the FILE and the line reader,
+ * through a stdio stream of its own (fopencookie), so that every line goes
+ * through the same checks as a plain trace's and a caller passes any
+ * FILE (a file, a pipe, fmemopen) as before. Members written one after
+ * another (`cat a.gz b.gz`) read as one trace, as gzip -d reads them; a
+ * damaged or cut stream is refused with the line it got to.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "base/base.h"
 #include "bench/simulate.h"
@@ -347,33 +360,140 @@ static bool read_line(reader_t *r, char *line)
                 tok[0]);
 }
 
+/* ---- gzip (Note [Gzipped traces]) ------------------------------------------------ */
+
+typedef struct gunzip {
+    FILE *in;
+    z_stream z;
+    unsigned char buf[1 << 16];
+    bool end;         /* the last member ended where the input did */
+    const char *what; /* why the stream cannot be read; NULL: it can */
+} gunzip_t;
+
+/* Reads more of the compressed input; false at its end or on an error (g->what says which). */
+static bool gunzip_fill(gunzip_t *g)
+{
+    g->z.next_in = g->buf;
+    g->z.avail_in = (uInt)fread(g->buf, 1, sizeof g->buf, g->in);
+    if (g->z.avail_in == 0 && ferror(g->in))
+        g->what = strerror(errno);
+    return g->z.avail_in != 0;
+}
+
+static ssize_t gunzip_read(void *cookie, char *out, size_t size)
+{
+    gunzip_t *g = cookie;
+    g->z.next_out = (unsigned char *)out;
+    g->z.avail_out = (uInt)(size < UINT32_MAX ? size : UINT32_MAX);
+    /* until something comes out: to stdio, a read of nothing is the end */
+    while (g->z.next_out == (unsigned char *)out && !g->end) {
+        if (g->z.avail_in == 0 && !gunzip_fill(g)) {
+            g->what = g->what != NULL ? g->what : "the gzip stream is cut short";
+            errno = EIO;
+            return -1;
+        }
+        int rc = inflate(&g->z, Z_NO_FLUSH);
+        if (rc == Z_STREAM_END) {
+            /* the input's end, or another member */
+            g->end = g->z.avail_in == 0 && !gunzip_fill(g);
+            if (g->what != NULL) {
+                errno = EIO;
+                return -1;
+            }
+            if (!g->end)
+                inflateReset(&g->z);
+        } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            g->what = g->z.msg != NULL ? g->z.msg : "zlib could not inflate it";
+            errno = EIO;
+            return -1;
+        }
+    }
+    return (ssize_t)((char *)g->z.next_out - out);
+}
+
+static int gunzip_close(void *cookie)
+{
+    gunzip_t *g = cookie;
+    inflateEnd(&g->z);
+    free(g);
+    return 0;
+}
+
+/* f's contents inflated, as a stream of its own (f stays the caller's), or NULL with errno. */
+static FILE *gunzip_open(FILE *f, gunzip_t **out)
+{
+    gunzip_t *g = calloc(1, sizeof *g);
+    if (g == NULL)
+        return NULL;
+    g->in = f;
+    if (inflateInit2(&g->z, 16 + MAX_WBITS) != Z_OK) { /* 16: a gzip header, not zlib's */
+        free(g);
+        errno = ENOMEM;
+        return NULL;
+    }
+    FILE *z = fopencookie(g, "r", (cookie_io_functions_t){.read = gunzip_read,
+                                                          .close = gunzip_close});
+    if (z == NULL)
+        gunzip_close(g);
+    else
+        *out = g;
+    return z;
+}
+
+static bool read_lines(reader_t *r, FILE *f);
+
 bool sim_trace_read(FILE *f, const char *path, sim_workload_t *w, char *err, size_t errlen)
 {
     reader_t r = {.path = path, .err = err, .errlen = errlen, .w = w};
+    int first = getc(f);
+    if (first != EOF)
+        ungetc(first, f);
+    bool ok;
+    if (first == 0x1f) {
+        gunzip_t *g = NULL;
+        FILE *z = gunzip_open(f, &g);
+        if (z == NULL)
+            return fail(&r, "cannot inflate a gzipped trace: %s", strerror(errno));
+        ok = read_lines(&r, z);
+        if (!ok && g->what != NULL) {
+            snprintf(err, errlen, "%s:%zu: not a gzipped trace, or a damaged one: %s", path,
+                     r.line + 1, g->what);
+        }
+        fclose(z);
+    } else {
+        ok = read_lines(&r, f);
+    }
+    free(r.tok);
+    free(r.ids.key);
+    free(r.ids.val);
+    return ok;
+}
+
+/* The trace's lines from f, into r's workload. */
+static bool read_lines(reader_t *r, FILE *f)
+{
+    sim_workload_t *w = r->w;
     char *line = NULL;
     size_t cap = 0;
     bool ok = true;
     ssize_t len;
     while (ok && (len = getline(&line, &cap, f)) >= 0) {
-        r.line++;
+        r->line++;
         const char *nul = memchr(line, '\0', (size_t)len);
-        ok = nul != NULL ? fail(&r, "a NUL byte at column %zu: a trace is text",
+        ok = nul != NULL ? fail(r, "a NUL byte at column %zu: a trace is text",
                                      (size_t)(nul - line) + 1)
-                         : read_line(&r, line);
+                         : read_line(r, line);
     }
     if (ok && ferror(f))
-        ok = fail(&r, "read error: %s", strerror(errno));
-    else if (ok && !r.header)
-        ok = fail(&r, "empty: a trace starts with 'lms-trace 1'");
-    else if (ok && w->ntensors == 0 && r.first_kernel != 0) {
-        r.line = r.first_kernel;
-        ok = fail(&r, "a kernel, and no alloc in the whole trace: the simulator has no chunk "
+        ok = fail(r, "read error: %s", strerror(errno));
+    else if (ok && !r->header)
+        ok = fail(r, "empty: a trace starts with 'lms-trace 1'");
+    else if (ok && w->ntensors == 0 && r->first_kernel != 0) {
+        r->line = r->first_kernel;
+        ok = fail(r, "a kernel, and no alloc in the whole trace: the simulator has no chunk "
                       "to model");
     }
     free(line);
-    free(r.tok);
-    free(r.ids.key);
-    free(r.ids.val);
     return ok;
 }
 

@@ -11,7 +11,7 @@ clang_rt() {
     apt-cache depends clang 2>/dev/null |
         sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/libclang-rt-\1-dev/p' | head -n 1
 }
-PKGS="cmake make gcc pkg-config libnuma-dev libcriterion-dev clang $(clang_rt)"
+PKGS="cmake make gcc pkg-config libnuma-dev zlib1g-dev libcriterion-dev clang $(clang_rt)"
 
 command -v dpkg-query >/dev/null 2>&1 || {
     echo "install-deps: not a Debian system; make sure these are installed: $PKGS" >&2
