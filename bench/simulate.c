@@ -7,14 +7,20 @@
  *
  *   build/bench/simulate [--quick] [--check] [--workload gpt|cnn|all]
  *       [--oversub X[,X...]] [--policy schedule|lru|vdnn[,...]] [--trace FILE]
- *       [--device BYTES] [--iterations N] [--h2d-gbps G] [--d2h-gbps G]
- *       [--both-factor F] [--map-us U] [--dump-trace FILE]
+ *       [--device BYTES] [--iterations N] [--link h100-pcie5|pcie4|c2c]
+ *       [--h2d-gbps G] [--d2h-gbps G] [--both-factor F] [--map-us-per-mib U]
+ *       [--set-access-us-per-mib U] [--set-access-d2h-us-per-mib U]
+ *       [--unmap-us-per-mib U] [--dump-trace FILE]
  *
  *   {"bench":"simulate","model":"discrete-event",...,"host_cpu":...}   the settings
  *   {"bench":"simulate","workload":W,...,"footprint_bytes":...}        each workload's shape
- *   {"bench":"simulate","workload":W,"oversub":X,"policy":P,
+ *   {"bench":"simulate","workload":W,"oversub":X,"feasible":true,"policy":P,
  *    "step_over_lower_bound":R,"stall_fraction":S,"bytes_moved":B,...} one per run
+ *   {"bench":"simulate","workload":W,"oversub":X,"feasible":false,
+ *    "reason":...,"device_bytes":...,"largest_kernel_bytes":...}       a size too small to run
  *   {"bench":"simulate","summary":W,...}        the issue's targets beside what was measured
+ * Every line but --check's last names the link model it ran on: "link",
+ * its preset's name and figures (Note [Link presets]).
  *
  * Workloads: gpt and cnn (simulate_workloads.c), or a trace
  * (docs/trace-format.md, simulate_trace.c). A generated workload runs
@@ -23,7 +29,9 @@
  * the others follow one). The device holds footprint / X chunks for each
  * oversubscription X (1.25, 1.5, 2, 4 and 8; 1.5 and 2 with --quick),
  * where the footprint is the most chunks allocated at once in the reported
- * step; or --device bytes; or a trace's device line. A row's times are
+ * step; or --device bytes; or a trace's device line. A size at which the
+ * largest kernel's chunks do not fit gives a row that says so ("feasible":
+ * false), and the other sizes run. A row's times are
  * that step's: step_ms from the end of the step before to the end of its
  * last kernel, compute_ms the sum of its kernels' times, stall_ms the rest
  * (the compute stream waiting for data); bytes are copies that landed in
@@ -43,10 +51,51 @@
  * runs exactly as the workload it was written from; and policy_victim
  * names a chunk of the highest policy_evict_key.
  * Bad options or a malformed trace: a message on stderr, exit status 2.
+ *
+ * Note [Link presets]
+ * The link and the VMM queue the model runs on (simulate_model.c) come from
+ * a preset, --link NAME, whose figures each flag of its own overrides (the
+ * rows then say "changed_by_flags":true). Where each figure comes from:
+ *   h100-pcie5 (the default): docs/gpu-results.md's H100 80GB HBM3, PCIe 5.0
+ *       x16, driver 580.159.04 (2026-11-23).
+ *       h2d 54.0, d2h 54.6 GB/s: lms-info's pinned 64 MiB copies, each
+ *         direction alone ("What passed"); an H200 read 54.2 and 54.2.
+ *       both_factor 0.89: bench/swap's raw rows on that card
+ *         (docs/benchmarks.md, "bench/swap — 2026-11-23, NVIDIA H100"): a
+ *         copy each way at once over the two alone, (both) / (d2h + h2d),
+ *         for runs of 2, 8, 32, 128 and 256 MiB: 74.24 / 81.04 = 0.92,
+ *         0.95, 0.89, 0.87 and 0.83; the median, 0.89, is each direction's
+ *         share of its rate while both run (the "74–98 GB/s both at once").
+ *       The VMM calls, per MiB, from bench/remap's 2 MiB rows: map 0.5 us
+ *         (1 us a block: 0.8–1.1 in the remap table, 1 in the ninth call);
+ *         set_access 15 us (30 a block idle in the ninth call; 23–29 in the
+ *         remap table, 14 per MiB in the eighth call); unmap 10 us (20 a
+ *         block idle in the ninth call, 16–19 in the remap table); and
+ *         set_access beside a D2H copy 500 us (996–1031 a block in the
+ *         ninth call, 515 per MiB over 1 to 32 blocks in the eighth; the
+ *         copies were not slowed). docs/gpu-results.md's "What the measured
+ *         costs allow bench/swap" rounds them the same way. An H200's
+ *         host_numa rows (2026-11-26) agree: a device block's map 0.48 and
+ *         0.97, set_access 31.0 and 27.2, unmap 19.5 and 17.6 us. Not in
+ *         the model: unmap slowed beside D2H copies (24, then 48–55 us a
+ *         block, in the eighth and ninth calls) and set_access beside H2D
+ *         copies (37–40 us a block): each is slower than the model's.
+ *   pcie4: not measured here. PCIe 4.0 x16 signals at 16 GT/s a lane to
+ *       PCIe 5.0's 32, with the same 128b/130b encoding, so the rates are
+ *       h100-pcie5's halved (27.0 and 27.3 GB/s); its both_factor and VMM
+ *       costs are h100-pcie5's, taken as they are (the VMM calls are the
+ *       host driver's work, not the link's), an assumption.
+ *   c2c: NVLink-C2C class (Grace Hopper): 450 GB/s each way, both at once
+ *       (both_factor 1), the vendor's figure, not measured here; the VMM
+ *       costs h100-pcie5's, as for pcie4.
+ * The model before (issue 5) was half duplex at 25 GB/s each way and 10 us
+ * a chunk mapped or unmapped: docs/benchmarks.md gives the flags that
+ * reproduce it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +110,61 @@
 
 static const double default_oversub[] = {1.25, 1.5, 2, 4, 8};
 static const double quick_oversub[] = {1.5, 2};
+
+/* ---- the link presets (Note [Link presets]) ---------------------------------- */
+
+#define H100_VMM .map_us = 0.5, .access_us = 15, .access_d2h_us = 500, .unmap_us = 10
+#define H100_BOTH 0.89
+
+static const struct link_preset {
+    const char *doc;
+    sim_config_t cfg; /* its link and VMM figures; .link its name */
+} presets[] = {
+    {"the H100's PCIe 5.0 as measured: full duplex, serial VMM calls (default)",
+     {.link = "h100-pcie5", .h2d_gbps = 54.0, .d2h_gbps = 54.6, .both = H100_BOTH, H100_VMM}},
+    {"PCIe 4.0 x16: h100-pcie5's rates halved, not measured",
+     {.link = "pcie4", .h2d_gbps = 27.0, .d2h_gbps = 27.3, .both = H100_BOTH, H100_VMM}},
+    {"NVLink-C2C class: 450 GB/s each way at once, h100-pcie5's VMM calls",
+     {.link = "c2c", .h2d_gbps = 450, .d2h_gbps = 450, .both = 1, H100_VMM}},
+};
+#define NPRESETS (sizeof presets / sizeof presets[0])
+
+/* The flags that override one of a preset's figures: where it goes, and
+ * the values it takes ([min, max]; a VMM call's ns must fit the clock's
+ * uint64_t). */
+static const struct figure {
+    const char *opt, *json;
+    size_t off;
+    double min, max;
+} figures[] = {
+    {"--h2d-gbps", "h2d_gbps", offsetof(sim_config_t, h2d_gbps), 1e-6, 1e9},
+    {"--d2h-gbps", "d2h_gbps", offsetof(sim_config_t, d2h_gbps), 1e-6, 1e9},
+    {"--both-factor", "both_factor", offsetof(sim_config_t, both), 1e-3, 1},
+    {"--map-us-per-mib", "map_us_per_mib", offsetof(sim_config_t, map_us), 0, 1e9},
+    {"--set-access-us-per-mib", "set_access_us_per_mib", offsetof(sim_config_t, access_us), 0,
+     1e9},
+    {"--set-access-d2h-us-per-mib", "set_access_beside_d2h_us_per_mib",
+     offsetof(sim_config_t, access_d2h_us), 0, 1e9},
+    {"--unmap-us-per-mib", "unmap_us_per_mib", offsetof(sim_config_t, unmap_us), 0, 1e9},
+};
+#define NFIGURES (sizeof figures / sizeof figures[0])
+
+static double figure_of(const sim_config_t *cfg, size_t i)
+{
+    return *(const double *)((const char *)cfg + figures[i].off);
+}
+
+/* ,"link":{"name":...,"changed_by_flags":...,figures}: which model a line's
+ * numbers come from. */
+static void print_link(const sim_config_t *cfg)
+{
+    printf(",\"link\":{\"name\":");
+    bench_json_string(cfg->link != NULL ? cfg->link : "none");
+    printf(",\"changed_by_flags\":%s", cfg->link_changed ? "true" : "false");
+    for (size_t i = 0; i < NFIGURES; i++)
+        printf(",\"%s\":%g", figures[i].json, figure_of(cfg, i));
+    printf("}");
+}
 
 static void sim_exit(int status, const char *fmt, va_list ap) __attribute__((noreturn));
 static void sim_exit(int status, const char *fmt, va_list ap)
@@ -128,6 +232,8 @@ typedef struct options {
     bool pol[SIM_NPOLICIES];
     const char *trace, *dump;
     uint64_t device;
+    const char *link;          /* --link's preset */
+    double figure[NFIGURES];   /* the figures' flags; NAN: not given */
     sim_config_t cfg;
 } options_t;
 
@@ -139,13 +245,15 @@ static void print_ratio(const char *name, bool have, double v)
         printf(",\"%s\":null", name);
 }
 
-static void print_row(const sim_workload_t *w, const row_t *row, uint64_t footprint)
+static void print_row(const sim_workload_t *w, const sim_config_t *cfg, const row_t *row,
+                      uint64_t footprint)
 {
     const sim_result_t *r = &row->r;
     double step = (double)r->step_ns, stall = step - (double)r->compute_ns;
     printf("{\"bench\":\"simulate\",\"workload\":");
     bench_json_string(w->name);
-    printf(",\"oversub\":%.4g,\"policy\":\"%s\"", row->oversub, sim_policy_name[row->pol]);
+    printf(",\"oversub\":%.4g,\"feasible\":true,\"policy\":\"%s\"", row->oversub,
+           sim_policy_name[row->pol]);
     /* a trace without compute time, at a ratio that moves nothing, has no bound */
     print_ratio("step_over_lower_bound", row->lb_ns > 0, step / row->lb_ns);
     printf(",\"stall_fraction\":%.4f,\"bytes_moved\":%llu,\"step_ms\":%.3f,\"lower_bound_ms\":%.3f,"
@@ -165,6 +273,23 @@ static void print_row(const sim_workload_t *w, const row_t *row, uint64_t footpr
            r->following ? "true" : "false");
     if (row->pol == SIM_VDNN)
         printf(",\"hints\":%s", w->hints ? "true" : "false");
+    print_link(cfg);
+    printf("}\n");
+}
+
+/* The row of a size at which the largest kernel does not fit. */
+static void print_infeasible(const sim_workload_t *w, const sim_config_t *cfg, double oversub,
+                             uint32_t capacity, uint64_t footprint)
+{
+    printf("{\"bench\":\"simulate\",\"workload\":");
+    bench_json_string(w->name);
+    printf(",\"oversub\":%.4g,\"feasible\":false,\"reason\":\"the device holds fewer chunks than "
+           "the largest kernel names, and every chunk a kernel names must be resident while it "
+           "runs\",\"device_bytes\":%llu,\"largest_kernel_bytes\":%llu,\"footprint_bytes\":%llu",
+           oversub, (unsigned long long)((uint64_t)capacity * w->chunk_bytes),
+           (unsigned long long)((uint64_t)w->max_kernel * w->chunk_bytes),
+           (unsigned long long)(footprint * w->chunk_bytes));
+    print_link(cfg);
     printf("}\n");
 }
 
@@ -177,7 +302,8 @@ static const row_t *find_row(const row_t *rows, size_t n, double oversub, sim_po
 }
 
 /* The issue's targets beside what the rows measured. */
-static void print_summary(const sim_workload_t *w, const row_t *rows, size_t n)
+static void print_summary(const sim_workload_t *w, const sim_config_t *cfg, const row_t *rows,
+                          size_t n)
 {
     const row_t *s2 = find_row(rows, n, 2, SIM_SCHEDULE), *l2 = find_row(rows, n, 2, SIM_LRU);
     double lb_max = 0, lb_max_compute = 0;
@@ -225,8 +351,10 @@ static void print_summary(const sim_workload_t *w, const row_t *rows, size_t n)
                                                                     : "false");
     print_ratio("schedule_over_lb_le_2x_any_bound", le2_rows > 0, lb_max);
     print_ratio("max_schedule_over_baseline", worst > 0, worst);
-    printf(",\"schedule_never_slower\":%s,\"target_schedule_never_slower\":true}\n",
+    printf(",\"schedule_never_slower\":%s,\"target_schedule_never_slower\":true",
            worst > 0 ? (never_slower ? "true" : "false") : "null");
+    print_link(cfg);
+    printf("}\n");
 }
 
 /* ---- running a workload ----------------------------------------------------------- */
@@ -263,7 +391,8 @@ static size_t capacities(const sim_workload_t *w, const options_t *o, uint64_t f
     return n;
 }
 
-static void print_workload(const sim_workload_t *w, const sim_iters_t *its, uint64_t footprint)
+static void print_workload(const sim_workload_t *w, const sim_config_t *cfg, const sim_iters_t *its,
+                           uint64_t footprint)
 {
     const sim_iter_t *last = &its->it[its->n - 1];
     size_t kernels = 0;
@@ -272,17 +401,25 @@ static void print_workload(const sim_workload_t *w, const sim_iters_t *its, uint
     printf("{\"bench\":\"simulate\",\"workload\":");
     bench_json_string(w->name);
     printf(",%s%s\"iterations\":%zu,\"kernels_per_iteration\":%zu,\"footprint_bytes\":%llu,"
-           "\"largest_kernel_bytes\":%llu,\"hints\":%s}\n",
+           "\"largest_kernel_bytes\":%llu,\"hints\":%s",
            w->shape, w->shape[0] ? "," : "", its->n, kernels,
            (unsigned long long)(footprint * w->chunk_bytes),
            (unsigned long long)((uint64_t)w->max_kernel * w->chunk_bytes),
            w->hints ? "true" : "false");
+    print_link(cfg);
+    printf("}\n");
 }
 
-/* One row per policy at one device size, into run->rows. */
+/* One row per policy at one device size, into run->rows; or, where the
+ * largest kernel does not fit, one row that says so. */
 static void run_at(const sim_workload_t *w, const options_t *o, const sim_iters_t *its,
                    const sim_vdnn_plan_t *plan, run_t *run, uint32_t capacity, double oversub)
 {
+    if (capacity < w->max_kernel) {
+        print_infeasible(w, &o->cfg, oversub, capacity, run->footprint);
+        fflush(stdout);
+        return;
+    }
     const sim_iter_t *last = &its->it[its->n - 1];
     sim_bound_t b = sim_lower_bound(w, last, capacity, true);
     sim_bound_t strict = sim_lower_bound(w, last, capacity, false);
@@ -296,7 +433,7 @@ static void run_at(const sim_workload_t *w, const options_t *o, const sim_iters_
         row->r = sim_run(w, its, &o->cfg, plan, p, capacity);
         row->lb_ns = sim_bound_ns(&b, &o->cfg, w->chunk_bytes, &row->bound);
         row->strict_ns = sim_bound_ns(&strict, &o->cfg, w->chunk_bytes, &which);
-        print_row(w, row, run->footprint);
+        print_row(w, &o->cfg, row, run->footprint);
         fflush(stdout);
     }
 }
@@ -312,18 +449,13 @@ static run_t run_workload(const sim_workload_t *w, const options_t *o)
     uint32_t cap[MAX_OVERSUB];
     double oversub[MAX_OVERSUB];
     size_t ncap = capacities(w, o, run.footprint, cap, oversub);
-    for (size_t i = 0; i < ncap; i++)
-        if (cap[i] < w->max_kernel)
-            sim_bad("%s at %.4gx: a device of %u chunks cannot hold a kernel that names %u: every "
-                    "chunk a kernel names must be resident while it runs",
-                    w->name, oversub[i], cap[i], w->max_kernel);
     sim_vdnn_plan_t plan = {0};
     sim_vdnn_plan(w, &plan);
-    print_workload(w, &its, run.footprint);
+    print_workload(w, &o->cfg, &its, run.footprint);
     run.rows = sim_zalloc(ncap * SIM_NPOLICIES, sizeof *run.rows);
     for (size_t i = 0; i < ncap; i++)
         run_at(w, o, &its, &plan, &run, cap[i], oversub[i]);
-    print_summary(w, run.rows, run.n);
+    print_summary(w, &o->cfg, run.rows, run.n);
     sim_vdnn_plan_free(&plan);
     free(its.it);
     return run;
@@ -408,8 +540,49 @@ static void check_round_trip(const options_t *o, const run_t *direct, const sim_
     sim_release(&back);
 }
 
+/* Note [Lower bound]'s link and vmm terms, in their closed forms, against
+ * the least found by trying 4000 splits of the time: the link's over the
+ * time both directions run, the VMM queue's over the time set_access runs
+ * beside D2H copies. */
+static void check_bound_terms(const sim_config_t *cfg)
+{
+    static const uint64_t moves[][2] = {{0, 5}, {5, 0}, {3, 7}, {10, 10}, {7, 2}, {1000, 1}};
+    const double chunk = (double)DEFAULT_CHUNK, mib = chunk / (double)BASE_MiB, steps = 4000;
+    for (size_t i = 0; i < sizeof moves / sizeof moves[0]; i++) {
+        double in = (double)moves[i][0], out = (double)moves[i][1];
+        double a = in * chunk / cfg->h2d_gbps, b = out * chunk / cfg->d2h_gbps, f = cfg->both;
+        double both_max = (a < b ? a : b) / f, link = INFINITY;
+        for (double k = 0; k <= steps; k++) {
+            double t = both_max * k / steps, left_a = a - f * t, left_b = b - f * t;
+            double total = t + (left_a > 0 ? left_a : 0) + (left_b > 0 ? left_b : 0);
+            link = total < link ? total : link;
+        }
+        double mu = (in * cfg->map_us + out * cfg->unmap_us) * mib * 1e3;
+        double sa = in * cfg->access_us * mib * 1e3, vmm = INFINITY;
+        if (cfg->access_d2h_us > cfg->access_us) {
+            double r = cfg->access_us / cfg->access_d2h_us;
+            for (double k = 0; k <= steps; k++) {
+                double x = b * k / steps, idle = sa - r * x > 0 ? sa - r * x : 0;
+                double t = mu + x + idle > b + idle ? mu + x + idle : b + idle;
+                vmm = t < vmm ? t : vmm;
+            }
+        } else {
+            vmm = mu + in * cfg->access_d2h_us * mib * 1e3;
+        }
+        const char *which;
+        sim_bound_t bound = {.in_chunks = moves[i][0], .out_chunks = moves[i][1]};
+        double got = sim_bound_ns(&bound, cfg, DEFAULT_CHUNK, &which);
+        double want = link > vmm ? link : vmm;
+        if (got > want * (1 + 1e-9) + 1 || got < want * (1 - 2e-3) - 1)
+            check_fail("the lower bound of %g chunks in and %g out is %.1f ns, where trying splits "
+                       "of the time finds %.1f (link %.1f, vmm %.1f)",
+                       in, out, got, want, link, vmm);
+    }
+}
+
 static int run_check(const options_t *opts, const sim_workload_t *trace)
 {
+    check_bound_terms(&opts->cfg);
     options_t o = *opts;
     o.quick = true;
     o.cfg.check = true;
@@ -450,10 +623,14 @@ static const struct option_doc {
     {"--trace", "FILE", "run a trace (docs/trace-format.md) instead, at its device line"},
     {"--device", "BYTES", "device memory (K/M/G suffixes), instead of --oversub"},
     {"--iterations", "N", "training steps of a generated workload (4; 3 with --quick)"},
-    {"--h2d-gbps", "G", "host-to-device bandwidth, GB/s (25)"},
-    {"--d2h-gbps", "G", "device-to-host bandwidth, GB/s (25)"},
-    {"--both-factor", "F", "each link's share of its rate while both are busy (0.5)"},
-    {"--map-us", "U", "VMM time per chunk mapped or unmapped, us (10)"},
+    {"--link", "NAME", "the link and VMM model: a preset, below (h100-pcie5)"},
+    {"--h2d-gbps", "G", "host-to-device GB/s alone (the preset's)"},
+    {"--d2h-gbps", "G", "device-to-host GB/s alone (the preset's)"},
+    {"--both-factor", "F", "each direction's share of its rate while both run (the preset's)"},
+    {"--map-us-per-mib", "U", "a map's us per MiB (the preset's)"},
+    {"--set-access-us-per-mib", "U", "a set_access's us per MiB (the preset's)"},
+    {"--set-access-d2h-us-per-mib", "U", "set_access's us per MiB beside a D2H (the preset's)"},
+    {"--unmap-us-per-mib", "U", "an unmap's us per MiB (the preset's)"},
     {"--dump-trace", "FILE", "write the workload chosen as a trace and exit"},
     {"--help", NULL, "this"},
 };
@@ -466,7 +643,15 @@ static void usage(FILE *f)
         char head[64];
         snprintf(head, sizeof head, "%s%s%s", options[i].name, options[i].value ? " " : "",
                  options[i].value ? options[i].value : "");
-        fprintf(f, "  %-26s %s\n", head, options[i].doc);
+        fprintf(f, "  %-34s %s\n", head, options[i].doc);
+    }
+    fputs("link presets (--link; Note [Link presets] in bench/simulate.c):\n", f);
+    for (size_t i = 0; i < NPRESETS; i++) {
+        const sim_config_t *c = &presets[i].cfg;
+        fprintf(f, "  %-12s %s\n               h2d %g, d2h %g GB/s, both_factor %g; us per MiB: "
+                   "map %g, set_access %g (%g beside a D2H), unmap %g\n",
+                c->link, presets[i].doc, c->h2d_gbps, c->d2h_gbps, c->both, c->map_us,
+                c->access_us, c->access_d2h_us, c->unmap_us);
     }
 }
 
@@ -504,6 +689,14 @@ static void parse_list(const char *opt, const char *v, options_t *o)
 
 static void parse_option(options_t *o, const char *opt, const char *v)
 {
+    for (size_t i = 0; i < NFIGURES; i++) {
+        if (strcmp(opt, figures[i].opt) != 0)
+            continue;
+        o->figure[i] = parse_double(opt, v, figures[i].min);
+        if (o->figure[i] > figures[i].max)
+            sim_bad("%s is at most %g, not '%s'", opt, figures[i].max, v);
+        return;
+    }
     if (strcmp(opt, "--workload") == 0) {
         if (strcmp(v, "all") != 0 && strcmp(v, "gpt") != 0 && strcmp(v, "cnn") != 0)
             sim_bad("--workload is gpt, cnn or all, not '%s'", v);
@@ -523,18 +716,29 @@ static void parse_option(options_t *o, const char *opt, const char *v)
         if (n > 1000 || n != floor(n))
             sim_bad("--iterations wants a whole number from 1 to 1000, not '%s'", v);
         o->cfg.iterations = (int)n;
-    } else if (strcmp(opt, "--h2d-gbps") == 0) {
-        o->cfg.h2d_gbps = parse_double(opt, v, 1e-6);
-    } else if (strcmp(opt, "--d2h-gbps") == 0) {
-        o->cfg.d2h_gbps = parse_double(opt, v, 1e-6);
-    } else if (strcmp(opt, "--both-factor") == 0) {
-        o->cfg.both = parse_double(opt, v, 1e-3);
-        if (o->cfg.both > 1)
-            sim_bad("--both-factor is at most 1");
-    } else { /* --map-us */
-        o->cfg.map_us = parse_double(opt, v, 0);
-        if (o->cfg.map_us > 1e9) /* its ns are a uint64_t of the model's clock */
-            sim_bad("--map-us is at most 1e9 (1000 s a chunk), not '%s'", v);
+    } else { /* --link */
+        o->link = v;
+    }
+}
+
+/* The link preset --link names, with the figures flags gave in its place. */
+static void settle_link(options_t *o)
+{
+    size_t p = 0;
+    while (p < NPRESETS && strcmp(o->link, presets[p].cfg.link) != 0)
+        p++;
+    if (p == NPRESETS)
+        sim_bad("--link is h100-pcie5, pcie4 or c2c, not '%s'", o->link);
+    int iterations = o->cfg.iterations;
+    bool check = o->cfg.check;
+    o->cfg = presets[p].cfg;
+    o->cfg.iterations = iterations;
+    o->cfg.check = check;
+    for (size_t i = 0; i < NFIGURES; i++) {
+        if (isnan(o->figure[i]))
+            continue;
+        *(double *)((char *)&o->cfg + figures[i].off) = o->figure[i];
+        o->cfg.link_changed = true;
     }
 }
 
@@ -547,6 +751,7 @@ static void settle_options(options_t *o, bool iterations, bool policies, bool wo
         o->pol[SIM_SCHEDULE] = o->pol[SIM_LRU] = o->pol[SIM_VDNN] = true;
     if (!workload)
         o->gpt = o->cnn = true;
+    settle_link(o);
     if (o->device != 0 && o->noversub > 0)
         sim_bad("give --device or --oversub, not both");
     if (o->dump != NULL && o->trace == NULL && o->gpt == o->cnn)
@@ -632,20 +837,26 @@ static void print_model(const options_t *o, const sim_workload_t *trace)
         printf("\"device_bytes\":%llu,", (unsigned long long)trace->device_bytes);
     else
         printf("\"device_bytes\":\"footprint / oversub\",");
-    printf("\"h2d_gbps\":%g,\"d2h_gbps\":%g,\"both_factor\":%g,\"map_us_per_chunk\":%g,",
-           o->cfg.h2d_gbps, o->cfg.d2h_gbps, o->cfg.both, o->cfg.map_us);
+    if (trace != NULL) {
+        printf("\"trace\":");
+        bench_json_string(o->trace);
+        printf(",");
+    }
     if (trace != NULL && !o->check)
         printf("\"iterations\":\"the trace's\",");
     else
         printf("\"iterations\":%d,", o->cfg.iterations);
     printf("\"reported\":\"the last iteration\",\"host_cpu\":");
     bench_json_string(cpu);
+    print_link(&o->cfg);
     printf("}\n");
 }
 
 int main(int argc, char **argv)
 {
-    options_t o = {.cfg = {.h2d_gbps = 25, .d2h_gbps = 25, .both = 0.5, .map_us = 10}};
+    options_t o = {.link = presets[0].cfg.link};
+    for (size_t i = 0; i < NFIGURES; i++)
+        o.figure[i] = NAN;
     parse_options(argc, argv, &o);
     sim_scale_t scale = o.quick || o.check ? SIM_SCALE_QUICK : SIM_SCALE_DEFAULT;
     sim_workload_t trace;

@@ -105,13 +105,20 @@ void *sim_grow(void *p, size_t *cap, size_t need, size_t size);
 /* n (at least 1) zeroed elements. */
 void *sim_zalloc(size_t n, size_t size);
 
-/* The model's settings (simulate_model.c). */
+/* The model's settings (simulate_model.c): the link's and the VMM queue's
+ * figures (a preset of simulate.c's, Note [Link presets], or flags), and
+ * the run's. */
 typedef struct sim_config {
-    double h2d_gbps, d2h_gbps; /* GB/s = bytes per ns */
-    double both;               /* each link's share of its rate while both are busy */
-    double map_us;             /* the VMM queue's time per chunk mapped or unmapped */
-    int iterations;            /* of a generated workload */
-    bool check;                /* also verify policy_victim against policy_evict_key */
+    const char *link;          /* the preset the figures came from; NULL: none */
+    bool link_changed;         /* a flag changed some of the preset's figures */
+    double h2d_gbps, d2h_gbps; /* GB/s = bytes per ns, each direction alone */
+    double both;               /* each direction's share of its rate while both are busy */
+    /* The VMM queue's calls, us per MiB: map and set_access before a
+     * fetch's H2D, set_access while a D2H copy is on the wire, unmap after
+     * an eviction's D2H or a clean drop. */
+    double map_us, access_us, access_d2h_us, unmap_us;
+    int iterations; /* of a generated workload */
+    bool check;     /* also verify policy_victim against policy_evict_key */
 } sim_config_t;
 
 /* ---- building a workload (simulate_workloads.c) ------------------------------ */
@@ -173,7 +180,8 @@ typedef struct sim_bound {
  * state's, else one that holds for any run. */
 sim_bound_t sim_lower_bound(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
                             bool steady);
-/* Its time in ns: the largest of compute, link and vmm, named in *which. */
+/* Its time in ns: the largest of compute, link and vmm, named in *which
+ * (Note [Lower bound]). */
 double sim_bound_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
                     const char **which);
 

@@ -24,13 +24,29 @@
  *        every dirty live chunk it evicts: the issue's "live at both the
  *        start and the end and written" is a part of these).
  *   link With a = in_min x chunk / h2d and b = out_min x chunk / d2h, each
- *        link alone, and both_factor f of each rate when both run, the
+ *        direction alone, and both_factor f of each rate when both run, the
  *        least time is a linear programme over the time spent with one or
- *        both busy: a + b - min(a, b) max(0, 2f - 1) / f; max(a, b) at f = 1,
- *        a + b at f <= 0.5 (the issue's max(a, b, (in + out) / (f (h2d +
- *        d2h))) at equal rates).
- *   vmm  (in_min + out_min) x map_us: a map before each of those H2Ds, an
- *        unmap after each of those D2Hs, one at a time.
+ *        both busy: a + b - min(a, b) max(0, 2f - 1) / f. On a full-duplex
+ *        link (f = 1, the h100-pcie5 and c2c presets) that is max(a, b),
+ *        not a + b; at f <= 0.5 (half duplex) it is a + b; h100-pcie5's
+ *        0.89 lies between.
+ *   vmm  The model's VMM queue (simulate_model.c) does one call at a time.
+ *        A chunk counted in in_min holds no block at t (the C above are
+ *        blocks), so it is mapped and made accessible in the step, before
+ *        its H2D: M and S ns in all, S at set_access's idle cost. One
+ *        counted in out_min gave its block back before t, so it was
+ *        unmapped in the step, after its D2H: U ns. So the step takes at
+ *        least M + U + S. And set_access runs r = access_us /
+ *        access_d2h_us as fast while a D2H copy is on the wire: with
+ *        D >= b the time D2H copies are on the wire in the step and x <= D
+ *        of it spent on set_access, the set_access left to run when no D2H
+ *        does is S - r x, so the step takes at least
+ *          max(M + U + x + max(0, S - r x), D + max(0, S - r x)).
+ *        D = b loses nothing (the second term grows with D, and for r < 1
+ *        an x above b makes both larger), and the least over x in [0, b]
+ *        (each term is convex and piecewise linear in x) is at 0, b, S / r,
+ *        or b - M - U, where the two cross. Where set_access is no slower
+ *        beside D2H (r >= 1) the term is M + U + S at that cost instead.
  * Written so, the bound holds for any run of the step ("strict"), and
  * --check asserts it. The bound reported is the steady state's, where the
  * step before was the same: a tensor live across both of the step's
@@ -46,6 +62,7 @@
  */
 #include <stdlib.h>
 
+#include "base/base.h"
 #include "bench/simulate.h"
 
 /* ---- iterations ----------------------------------------------------------------- */
@@ -226,7 +243,7 @@ sim_bound_t sim_lower_bound(const sim_workload_t *w, const sim_iter_t *it, uint3
     return k.b;
 }
 
-/* The least time for in and out bytes over the two links (Note [Lower bound]). */
+/* The least time for in and out bytes over the two directions (Note [Lower bound]). */
 static double link_ns(const sim_config_t *cfg, double in, double out)
 {
     double a = in / cfg->h2d_gbps, b = out / cfg->d2h_gbps;
@@ -234,12 +251,40 @@ static double link_ns(const sim_config_t *cfg, double in, double out)
     return a + b - f * (a < b ? a : b);
 }
 
+/* The step's VMM time at x ns of set_access beside D2H copies (Note [Lower
+ * bound]): mu = M + U, s = S, d = b, r the rate beside D2H over the idle one. */
+static double vmm_at(double mu, double s, double d, double r, double x)
+{
+    double idle = s - r * x > 0 ? s - r * x : 0; /* set_access left to run with no D2H */
+    double queue = mu + x + idle, beside = d + idle;
+    return queue > beside ? queue : beside;
+}
+
+/* The least time the VMM queue allows for in and out chunks (Note [Lower bound]). */
+static double vmm_ns(const sim_config_t *cfg, uint64_t chunk, uint64_t in, uint64_t out)
+{
+    double mib = (double)chunk / (double)BASE_MiB;
+    double mu = ((double)in * cfg->map_us + (double)out * cfg->unmap_us) * mib * 1e3;
+    double s = (double)in * cfg->access_us * mib * 1e3;
+    double d = (double)(out * chunk) / cfg->d2h_gbps;
+    if (cfg->access_d2h_us <= cfg->access_us) /* no slower beside D2H: the cheaper one */
+        return mu + (double)in * cfg->access_d2h_us * mib * 1e3;
+    double r = cfg->access_us / cfg->access_d2h_us;
+    double at[4] = {0, d, s < r * d ? s / r : d, mu < d ? d - mu : 0};
+    double least = vmm_at(mu, s, d, r, at[0]);
+    for (int i = 1; i < 4; i++) {
+        double v = vmm_at(mu, s, d, r, at[i]);
+        least = v < least ? v : least;
+    }
+    return least;
+}
+
 double sim_bound_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
                     const char **which)
 {
     double compute = (double)b->compute_ns;
     double link = link_ns(cfg, (double)(b->in_chunks * chunk), (double)(b->out_chunks * chunk));
-    double vmm = (double)(b->in_chunks + b->out_chunks) * cfg->map_us * 1e3;
+    double vmm = vmm_ns(cfg, chunk, b->in_chunks, b->out_chunks);
     double lb = compute;
     *which = "compute";
     if (link > lb) {

@@ -7,12 +7,23 @@
  *   compute  one stream; a kernel runs for its compute time once every
  *            chunk it names is resident with its data and the kernel
  *            before it has finished.
- *   links    H2D and D2H, each a FIFO of chunk copies at its bandwidth
- *            (25 GB/s each: an H100's PCIe, as the issue takes it); while
- *            both are busy each runs at both_factor (0.5) of its rate.
- *   VMM      one serial host queue: map_us (10 us) per chunk mapped for a
- *            fetch, before its H2D, and per chunk unmapped after an
- *            eviction's D2H or a clean drop, before its block is free.
+ *   links    H2D and D2H, each a FIFO of chunk copies at its bandwidth;
+ *            while both are busy each runs at both_factor of its rate
+ *            (1: full duplex; the figures: Note [Link presets] in
+ *            simulate.c).
+ *   VMM      one serial host queue, as the driver does one VMM call at a
+ *            time on any number of threads: a fetch maps its chunk, then
+ *            sets access on it, before its H2D; an eviction unmaps its
+ *            chunk after its D2H, or at once for a clean drop, before its
+ *            block is free. Each call costs its us per MiB times the
+ *            chunk's MiB; set_access costs access_d2h_us per MiB instead
+ *            of access_us for the part of it that runs while a D2H copy is
+ *            on the wire (its progress is taken at the rate of the moment,
+ *            as the links' is). A chunk that takes a block without a copy
+ *            (new data, an overwrite) and a freed one that gives its block
+ *            back cost no VMM call here, where lms maps and sets access on
+ *            the first and keeps the second mapped until its block is
+ *            taken: the model leaves those calls out.
  *   device   capacity chunks of chunk_bytes (2 MiB); a chunk holds a block
  *            while resident, fetching or evicting.
  * Chunk states are swap/'s (DESIGN.md, swap/): unbacked, resident,
@@ -75,6 +86,7 @@
 #include <stdlib.h>
 
 #define BENCH_NAME "simulate"
+#include "base/base.h"
 #include "bench/bench.h"
 #include "bench/simulate.h"
 #include "policy/policy.h"
@@ -82,6 +94,8 @@
 
 #define MAX_FETCH 64          /* chunks asked of policy_prefetch at a time */
 #define VMM_UNMAP 0x80000000u /* a VMM queue entry's kind bit (chunk ids stay below) */
+
+enum { VMM_MAP, VMM_ACCESS, VMM_UNMAP_CALL }; /* the calls of a VMM queue entry */
 
 const char *const sim_policy_name[SIM_NPOLICIES] = {"schedule", "lru", "vdnn"};
 
@@ -145,7 +159,10 @@ typedef struct model {
     link_t h2d, d2h;
     uint64_t links_at; /* when the links' progress was last taken */
     ring_t vmm;        /* chunk ids, VMM_UNMAP set for an unmap */
-    uint64_t vmm_done;
+    uint8_t vmm_call;  /* the head's call: VMM_MAP, VMM_ACCESS or VMM_UNMAP_CALL */
+    double vmm_left;   /* the fraction of that call still to run, */
+    double vmm_ns;     /* at this many ns for the whole call, */
+    uint64_t vmm_done; /* so it ends then */
     ring_t pq;            /* prefetched chunks waiting for a block (and stale entries) */
     uint32_t queued;      /* chunks waiting in pq */
     uint64_t h2d_pending; /* bytes to the device issued and not landed */
@@ -231,7 +248,33 @@ static double link_rate(const model_t *s, const link_t *l, const link_t *other)
     return l->rate * (other->q.n > 0 ? s->cfg->both : 1.0);
 }
 
-/* Takes the links' progress up to now, at the rates since they last changed. */
+/* The ns the VMM queue head's call takes, whole, at the rate of now: its
+ * us per MiB times the chunk's MiB; set_access at the slower rate while a
+ * D2H copy is on the wire. */
+static double vmm_call_ns(const model_t *s)
+{
+    const sim_config_t *cfg = s->cfg;
+    double us = s->vmm_call == VMM_MAP      ? cfg->map_us
+                : s->vmm_call == VMM_UNMAP_CALL ? cfg->unmap_us
+                : s->d2h.q.n > 0            ? cfg->access_d2h_us
+                                            : cfg->access_us;
+    return us * 1e3 * ((double)s->chunk / (double)BASE_MiB);
+}
+
+/* When the VMM queue's head call ends at the rate from now on; kept as it
+ * was while the rate is (no drift from rounding). */
+static void vmm_retime(model_t *s, bool fresh)
+{
+    double call = vmm_call_ns(s);
+    if (!fresh && call == s->vmm_ns)
+        return;
+    s->vmm_ns = call;
+    double ns = ceil(s->vmm_left * call);
+    s->vmm_done = s->now + (ns > 0 ? (uint64_t)ns : 0);
+}
+
+/* Takes the links' and the VMM queue's progress up to now, at the rates
+ * since they last changed. */
 static void links_advance(model_t *s)
 {
     double dt = (double)(s->now - s->links_at);
@@ -240,12 +283,17 @@ static void links_advance(model_t *s)
         s->h2d.left -= dt * r1;
     if (s->d2h.q.n > 0)
         s->d2h.left -= dt * r2;
+    if (s->vmm.n > 0 && s->vmm_ns > 0)
+        s->vmm_left -= dt / s->vmm_ns;
     s->links_at = s->now;
 }
 
-/* When each link's head lands at the rates from now on. */
+/* When each link's head, and the VMM queue's head call, ends at the rates
+ * from now on. */
 static void links_retime(model_t *s)
 {
+    if (s->vmm.n > 0)
+        vmm_retime(s, false);
     link_t *l[2] = {&s->h2d, &s->d2h};
     for (int i = 0; i < 2; i++) {
         if (l[i]->q.n == 0) {
@@ -264,11 +312,19 @@ static void link_push(model_t *s, link_t *l, uint32_t c)
     ring_push(&l->q, c);
 }
 
+/* The VMM queue's head starts its first call now. */
+static void vmm_start(model_t *s)
+{
+    s->vmm_call = s->vmm.v[s->vmm.head] & VMM_UNMAP ? VMM_UNMAP_CALL : VMM_MAP;
+    s->vmm_left = 1;
+    vmm_retime(s, true);
+}
+
 static void vmm_push(model_t *s, uint32_t entry)
 {
-    if (s->vmm.n == 0)
-        s->vmm_done = s->now + (uint64_t)(s->cfg->map_us * 1e3);
     ring_push(&s->vmm, entry);
+    if (s->vmm.n == 1)
+        vmm_start(s);
 }
 
 /* -- chunk transitions -- */
@@ -777,10 +833,16 @@ static bool complete_due(model_t *s)
             s->d2h.left = (double)s->chunk;
         any = true;
     }
+    /* a fetch's map, then its set_access (either may take no time) */
+    if (s->vmm.n > 0 && s->vmm_done <= s->now && s->vmm_call == VMM_MAP) {
+        s->vmm_call = VMM_ACCESS;
+        s->vmm_left = 1;
+        vmm_retime(s, true);
+    }
     if (s->vmm.n > 0 && s->vmm_done <= s->now) {
         vmm_done(s, ring_pop(&s->vmm));
         if (s->vmm.n > 0)
-            s->vmm_done = s->now + (uint64_t)(s->cfg->map_us * 1e3);
+            vmm_start(s);
         any = true;
     }
     if (s->run.op >= 0 && s->run_end <= s->now) {
