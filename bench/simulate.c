@@ -624,6 +624,7 @@ static const struct option_doc {
     {"--device", "BYTES", "device memory (K/M/G suffixes), instead of --oversub"},
     {"--iterations", "N", "training steps of a generated workload (4; 3 with --quick)"},
     {"--link", "NAME", "the link and VMM model: a preset, below (h100-pcie5)"},
+    {"--evict-ahead", "on|off", "the schedule evicts ahead (Note [Eviction ahead]; off, as lms by default)"},
     {"--h2d-gbps", "G", "host-to-device GB/s alone (the preset's)"},
     {"--d2h-gbps", "G", "device-to-host GB/s alone (the preset's)"},
     {"--both-factor", "F", "each direction's share of its rate while both run (the preset's)"},
@@ -716,6 +717,10 @@ static void parse_option(options_t *o, const char *opt, const char *v)
         if (n > 1000 || n != floor(n))
             sim_bad("--iterations wants a whole number from 1 to 1000, not '%s'", v);
         o->cfg.iterations = (int)n;
+    } else if (strcmp(opt, "--evict-ahead") == 0) {
+        if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
+            sim_bad("--evict-ahead is on or off, not '%s'", v);
+        o->cfg.evict_ahead = strcmp(v, "on") == 0;
     } else { /* --link */
         o->link = v;
     }
@@ -730,9 +735,10 @@ static void settle_link(options_t *o)
     if (p == NPRESETS)
         sim_bad("--link is h100-pcie5, pcie4 or c2c, not '%s'", o->link);
     int iterations = o->cfg.iterations;
-    bool check = o->cfg.check;
+    bool check = o->cfg.check, ahead = o->cfg.evict_ahead;
     o->cfg = presets[p].cfg;
     o->cfg.iterations = iterations;
+    o->cfg.evict_ahead = ahead;
     o->cfg.check = check;
     for (size_t i = 0; i < NFIGURES; i++) {
         if (isnan(o->figure[i]))
@@ -846,6 +852,7 @@ static void print_model(const options_t *o, const sim_workload_t *trace)
         printf("\"iterations\":\"the trace's\",");
     else
         printf("\"iterations\":%d,", o->cfg.iterations);
+    printf("\"evict_ahead\":%s,", o->cfg.evict_ahead ? "true" : "false");
     printf("\"reported\":\"the last iteration\",\"host_cpu\":");
     bench_json_string(cpu);
     print_link(&o->cfg);

@@ -119,6 +119,7 @@ typedef struct sim_config {
     double map_us, access_us, access_d2h_us, unmap_us;
     int iterations; /* of a generated workload */
     bool check;     /* also verify policy_victim against policy_evict_key */
+    bool evict_ahead; /* the schedule evicts ahead (policy_evict_ahead); swap/ does not yet */
 } sim_config_t;
 
 /* ---- building a workload (simulate_workloads.c) ------------------------------ */

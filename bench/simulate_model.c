@@ -741,6 +741,27 @@ static void schedule_prefetch(model_t *s)
     }
 }
 
+/* Eviction ahead as policy/ plans it (policy_evict_ahead, Note [Eviction
+ * ahead] in policy.c): the victims MIN would evict before their next use
+ * go now when the D2H link would otherwise free the blocks the events ahead
+ * need too late; not chunks fetched ahead and not yet used. */
+static void evict_ahead(model_t *s)
+{
+    if (!s->cfg->evict_ahead || !policy_following(s->p))
+        return;
+    policy_link_t link = {.chunk_bytes = s->chunk, .d2h_bytes_per_ns = s->d2h.rate};
+    policy_room_t room = {.spare = spare(s) + s->evicting, .reserve = 1};
+    policy_victims_t victims = {.rank = rank_victims, .key = victim_key, .arg = s};
+    size_t from;
+    s->ranked_ok = false;
+    size_t n = policy_evict_ahead(s->p, &link, chunk_need, s, &room, &victims, &from);
+    for (size_t i = from; i < from + n; i++) {
+        uint32_t v = (uint32_t)s->ranked[2 * i + 1];
+        if (s->c[v].cand != SIM_NONE && !s->c[v].ahead)
+            evict(s, v);
+    }
+}
+
 static void vdnn_prefetch(model_t *s, size_t j)
 {
     const sim_vdnn_plan_t *pl = s->plan;
@@ -812,8 +833,10 @@ static void schedule(model_t *s)
             break;
     }
     serve_queue(s);
-    if (s->pol == SIM_SCHEDULE)
+    if (s->pol == SIM_SCHEDULE) {
         schedule_prefetch(s);
+        evict_ahead(s);
+    }
     reclaim(s);
 }
 

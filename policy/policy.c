@@ -72,6 +72,47 @@
  * horizon" and "Past the horizon, into free blocks", and "History moved out
  * of the code's Notes".
  *
+ * Note [Eviction ahead]
+ * The links are full duplex: while chunks come in, victims could be going
+ * out. But a victim evicted only when a fetch or new data needs its block
+ * makes the two take turns (D2H, then H2D into the block; the trace
+ * simulator's GPT at 2x over a full-duplex link spent 83% of its link time
+ * with one direction alone busy). And where new data comes in bursts (the
+ * forward pass's activations after an optimizer step that fetched the
+ * optimizer's state into the room the backward pass freed) the evictions it
+ * needs cannot start before the burst if nothing asks for them. So the plan
+ * looks ahead along the schedule at the blocks the events will need (new
+ * data and fetches, less what frees give back: peak(d) up to event d) and
+ * at the time until each; the D2H link frees d2h_rate / chunk blocks a
+ * nanosecond, taken at half (slack, as the prefetch horizon's factor 2). At
+ * event d, peak(d) - spare - until(d) x that rate blocks are late unless
+ * they start out now; the most late at any d (d*) is how many to evict now.
+ * Which: MIN's, and only those MIN would evict anyway before their next
+ * use, or the eviction costs a fetch MIN does not make (Note [Prefetch
+ * without harm]). MIN evicts, at d*, the chunks with the furthest next uses
+ * then, as many as the blocks still needed there (E = peak(d*) - spare). A
+ * ranked victim v with its next use after d* is one of them if fewer than E
+ * chunks rank above it at d*: the i ranked above it now, and the chunks
+ * used from now to d* whose next use after that comes later than v's (they
+ * are resident at d*, and outrank v). This is checked at each of the first
+ * AHEAD_DEMANDS points where more blocks are late than at any before (d*
+ * alone, the latest, let an early burst wait for a later one's safe few).
+ * Chunks whose next event is a free are skipped: the free gives their
+ * blocks back, and copying out dead data is waste. The walk is the length
+ * of the schedule at most, so it is made again only every AHEAD_EVERY
+ * events, or with a new schedule; between, its demands and counts are
+ * reused, shifted by how far the position moved.
+ * Measured (docs/benchmarks.md, bench/simulate, "Eviction ahead"): in the
+ * simulator it is never slower and moves no more than without, on every
+ * workload and link model, and gains most where the VMM queue is not the
+ * bound (GPT at 4x on h100-pcie5: 1.21 to 1.15 of the lower bound). A first
+ * form without the MIN check gained more (GPT at 2x over a full-duplex
+ * link with no VMM costs: 1.71 to 1.37) but moved up to 9% more. What no
+ * eviction ahead removes: the forward pass's evictions and the backward
+ * pass's fetches cannot overlap, each pass having the device full. In
+ * bench/train on sim it gained nothing, so swap/ does it only with
+ * LMS_EVICT_AHEAD=1 for now.
+ *
  * Note [Dead data]
  * Data whose next event is a free is dead: it goes before anything else.
  * Data whose next event overwrites it is dead too, but its chunk needs a
@@ -114,6 +155,7 @@
  * the simulator measures how close it comes (docs/benchmarks.md,
  * bench/simulate, the "Bytes" target).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy/policy.h"
@@ -126,6 +168,8 @@
 #define DETECT_WINDOW 64 /* anchors: Note [Finding the iteration] */
 #define DETECT_MAX_EVENTS ((size_t)1 << 20) /* recorded without finding one: start over */
 #define DEFAULT_MISS_THRESHOLD 0.25
+#define AHEAD_EVERY 16  /* events between walks of eviction ahead (Note [Eviction ahead]) */
+#define AHEAD_DEMANDS 8 /* the first points where more blocks are late than anywhere before */
 
 typedef struct event {
     uint32_t first, n;
@@ -160,6 +204,20 @@ struct policy {
     candidate_t cand[DETECT_CANDIDATES];
     size_t ncand;
     uint32_t *seen, seen_stamp;
+    /* eviction ahead's last walk (Note [Eviction ahead]) */
+    uint64_t *outrank;            /* next uses of the chunks used, in walk order, then */
+    size_t noutrank, capoutrank;  /* each demand's prefix of them sorted, one after another */
+    size_t ahead_pos;             /* the position it was made at */
+    uint64_t ahead_basis;         /* policy_basis then; ahead_ok: made since */
+    bool ahead_ok;
+    size_t ndemands;
+    struct demand {
+        size_t at;      /* events from ahead_pos */
+        int64_t peak;   /* blocks needed up to it */
+        int64_t target; /* blocks that must be free or on their way out now for it */
+        size_t nq;      /* outrank's prefix: the chunks used up to it */
+        size_t sorted;  /* where that prefix starts, sorted, in outrank */
+    } demand[AHEAD_DEMANDS];
 };
 
 lms_status_t policy_create(const policy_config_t *cfg, policy_t **out)
@@ -199,6 +257,7 @@ void policy_destroy(policy_t *p)
     base_meta_free(p->use);
     base_meta_free(p->last);
     base_meta_free(p->seen);
+    base_meta_free(p->outrank);
     base_meta_free(p);
 }
 
@@ -611,6 +670,159 @@ size_t policy_prefetch(policy_t *p, const policy_link_t *link,
     if (blocks_ahead != NULL)
         *blocks_ahead = beyond ? at_horizon : demand_peak;
     return taken;
+}
+
+/* ---- eviction ahead (Note [Eviction ahead]) ----------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Room for n more next uses in p->outrank. */
+static bool outrank_room(policy_t *p, size_t n)
+{
+    if (p->noutrank + n <= p->capoutrank)
+        return true;
+    size_t cap = p->capoutrank > 0 ? p->capoutrank : 1024;
+    while (cap < p->noutrank + n)
+        cap *= 2;
+    uint64_t *q = base_meta_realloc(p->outrank, cap * sizeof *q);
+    if (q == NULL)
+        return false;
+    p->outrank = q;
+    p->capoutrank = cap;
+    return true;
+}
+
+/* The walk: from the position, the blocks the events need (peak) and the
+ * time until each, with the D2H link's blocks a ns; keeps the first
+ * AHEAD_DEMANDS points where more blocks are late than at any before
+ * (demand[]), each with the next uses of the chunks used up to it, sorted
+ * (outrank). False if the host has no memory for those. */
+static bool ahead_walk(policy_t *p, const policy_link_t *link,
+                       policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg)
+{
+    p->seen_stamp += 3; /* seen: the stamp; freed: + 1 (as policy_prefetch's) */
+    if (p->seen_stamp >= UINT32_MAX - 3) {
+        memset(p->seen, 0, p->nchunks * sizeof *p->seen);
+        p->seen_stamp = 3;
+    }
+    const event_t *s = p->sched;
+    size_t ns = p->nsched;
+    uint64_t span = s[ns - 1].t - s[0].t, gap = ns > 1 ? span / (ns - 1) : 0;
+    uint64_t length = span + gap, now = p->pos < ns ? s[p->pos].t : s[ns - 1].t + gap;
+    size_t walk = link->max_events > 0 && link->max_events < ns ? link->max_events : ns;
+    double per_ns = link->d2h_bytes_per_ns / (double)link->chunk_bytes / 2;
+    int64_t blocks = 0, peak = 0, most = 0;
+    p->ndemands = p->noutrank = 0;
+    for (size_t d = 0; d < walk && p->ndemands < AHEAD_DEMANDS; d++) {
+        size_t j = (p->pos + d) % ns;
+        uint64_t at = p->pos + d < ns ? s[j].t : s[j].t + length;
+        uint64_t until = at > now ? at - now : 0;
+        if (!outrank_room(p, s[j].n))
+            return false;
+        for (uint32_t c = s[j].first; c < s[j].first + s[j].n; c++) {
+            uint32_t was = p->seen[c];
+            if (s[j].kind == POLICY_FREE) {
+                blocks -= was == p->seen_stamp ||
+                          (was != p->seen_stamp + 1 && needs(arg, c) == POLICY_HAS);
+                p->seen[c] = p->seen_stamp + 1;
+                continue;
+            }
+            size_t next = use_after(p, c, j); /* dead then: it outranks nothing */
+            if (s[(j + next) % ns].kind != POLICY_FREE)
+                p->outrank[p->noutrank++] = d + next;
+            if (was == p->seen_stamp)
+                continue;
+            p->seen[c] = p->seen_stamp;
+            if (was == p->seen_stamp + 1 || needs(arg, c) != POLICY_HAS)
+                peak = ++blocks > peak ? blocks : peak;
+        }
+        int64_t target = peak - (int64_t)((double)until * per_ns);
+        if (target > most) {
+            most = target;
+            p->demand[p->ndemands++] =
+                (struct demand){.at = d, .peak = peak, .target = target, .nq = p->noutrank};
+        }
+    }
+    /* each demand's prefix, sorted, after the walk's order */
+    for (size_t i = 0; i < p->ndemands; i++) {
+        struct demand *dm = &p->demand[i];
+        if (!outrank_room(p, dm->nq))
+            return false;
+        dm->sorted = p->noutrank;
+        memcpy(p->outrank + p->noutrank, p->outrank, dm->nq * sizeof *p->outrank);
+        qsort(p->outrank + dm->sorted, dm->nq, sizeof *p->outrank, cmp_u64);
+        p->noutrank += dm->nq;
+    }
+    return true;
+}
+
+/* How many of the ranked victims from `from` on MIN evicts for demand dm,
+ * at most `late`: those used after it that fewer than the blocks it still
+ * needs outrank there (Note [Eviction ahead]). */
+static size_t mins_for(const policy_t *p, const struct demand *dm, const policy_victims_t *v,
+                       size_t ranked, size_t from, size_t moved, int64_t late, int64_t e)
+{
+    const uint64_t *q = p->outrank + dm->sorted;
+    size_t k = 0;
+    for (; from + k < ranked && (int64_t)k < late; k++) {
+        uint64_t key = v->key(v->arg, from + k) + moved; /* from the walk's position */
+        if (key <= dm->at)
+            break; /* used before the demand: not MIN's */
+        size_t lo = 0, hi = dm->nq; /* the first next use after key's */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (q[mid] <= key)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if ((int64_t)(k + dm->nq - lo) >= e)
+            break;
+    }
+    return k;
+}
+
+size_t policy_evict_ahead(policy_t *p, const policy_link_t *link,
+                          policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg,
+                          const policy_room_t *room, const policy_victims_t *v, size_t *from)
+{
+    *from = 0;
+    if (!p->following || p->nsched == 0 || link == NULL || link->d2h_bytes_per_ns <= 0 ||
+        link->chunk_bytes == 0)
+        return 0;
+    size_t ns = p->nsched, moved = (p->pos + ns - p->ahead_pos) % ns;
+    if (!p->ahead_ok || p->ahead_basis != p->basis || moved >= AHEAD_EVERY ||
+        (p->ndemands > 0 && moved > p->demand[0].at)) {
+        p->ahead_ok = ahead_walk(p, link, needs, arg);
+        p->ahead_pos = p->pos;
+        p->ahead_basis = p->basis;
+        moved = 0;
+        if (!p->ahead_ok)
+            return 0;
+    }
+    size_t most = 0, ranked = 0, dead = 0;
+    bool asked = false;
+    for (size_t i = 0; i < p->ndemands; i++) {
+        const struct demand *dm = &p->demand[i];
+        int64_t late = dm->target - (int64_t)room->spare;
+        int64_t e = dm->peak - (int64_t)room->spare; /* what MIN still evicts up to there */
+        if (late <= (int64_t)most || e <= 0 || dm->at < moved)
+            continue;
+        if (!asked) {
+            ranked = v->rank(v->arg, (size_t)p->demand[p->ndemands - 1].target + 64);
+            while (dead < ranked && v->key(v->arg, dead) == UINT64_MAX)
+                dead++; /* freed before their next use: the free gives their blocks back */
+            asked = true;
+        }
+        size_t k = mins_for(p, dm, v, ranked, dead, moved, late, e);
+        most = k > most ? k : most;
+    }
+    *from = dead;
+    return most;
 }
 
 void policy_usage(const policy_t *p, policy_usage_t *out)

@@ -119,6 +119,7 @@ typedef struct policy_link {
                              horizon, fetches into these only (Note [Prefetch
                              horizon]); 0: none past it */
     size_t queued_bytes;  /* on their way to the device now */
+    double d2h_bytes_per_ns; /* the other way: policy_evict_ahead's; 0: unknown, none */
 } policy_link_t;
 
 /* What a chunk is, as far as its next event is concerned (policy_prefetch
@@ -217,6 +218,19 @@ size_t policy_plan_prefetch(policy_t *p, const policy_link_t *link,
  * placed, evict and ranked (its blocks_ahead left as it is). */
 void policy_plan_place(policy_fetch_t *fetch, size_t n, const policy_room_t *room,
                        const policy_victims_t *victims, policy_plan_t *plan);
+
+/* Eviction ahead (Note [Eviction ahead] in policy.c): how many of the
+ * ranked victims, from *from on (those before are freed before their next
+ * use: not copied out for nothing), to start evicting now so that the D2H
+ * link (link->d2h_bytes_per_ns, at half for slack) frees in time the blocks
+ * the events ahead need beyond room->spare, the first link->max_events of
+ * them (0: an iteration), counting only victims MIN would evict before
+ * their next use. 0 while not following or with no D2H rate. Walks the
+ * schedule every few events (the rest of the time its last walk serves);
+ * uses scratch state: not concurrent with any other call. */
+size_t policy_evict_ahead(policy_t *p, const policy_link_t *link,
+                          policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg,
+                          const policy_room_t *room, const policy_victims_t *victims, size_t *from);
 
 /* The reclaim thread's watermarks, in blocks free or on their way out, into
  * *lo and *hi: while p follows its schedule, what new data ahead needs

@@ -154,18 +154,22 @@ static void run_around(size_t v, size_t want, uint64_t min_key, bool ahead, size
 
 /* ---- victims by the schedule (Note [Prefetch] in prefetch.c) ---------------- */
 
-/* Starts evicting about `want` chunks of the n ranked ones, best first
+/* Starts evicting about `want` chunks of the n ranked ones from `from` on, best first
  * (neighbours go along when the schedule would evict them as soon: the
  * `want`-th victim's rank or better), but not, when ahead (evicting ahead
  * of need: the reclaim thread), chunks fetched ahead and not yet used: a
  * prefetch and a reclaim must not take turns on a chunk. `by` is who asks
  * (for the timeline). The number started; *st says why an eviction failed. */
-size_t resid_evict_ranked(size_t n, size_t want, bool ahead, timeline_by_t by, lms_status_t *st)
+size_t resid_evict_ranked(size_t from, size_t n, size_t want, bool ahead, timeline_by_t by,
+                          lms_status_t *st)
 {
     size_t started = 0;
     *st = LMS_OK;
-    uint64_t min_key = n == 0 || want == 0 ? 0 : ranking_key(&S->rank, (want < n ? want : n) - 1);
-    for (size_t i = 0; i < n && started < want; i++) {
+    if (from >= n)
+        return 0;
+    size_t last = want < n - from ? from + want - 1 : n - 1;
+    uint64_t min_key = want == 0 ? 0 : ranking_key(&S->rank, last);
+    for (size_t i = from; i < n && started < want; i++) {
         size_t c = ranking_chunk(&S->rank, i), first, run;
         if (!resid_evictable(c) || (ahead && S->chunks.ch[c].prefetched))
             continue; /* gone with an earlier run */
@@ -187,10 +191,10 @@ size_t resid_evict_some(size_t want, bool ahead, timeline_by_t by, lms_status_t 
     *st = LMS_OK;
     if (resid_by_schedule()) {
         started =
-            resid_evict_ranked(ranking_victims(&S->rank, want, S->resident), want, ahead, by, st);
+            resid_evict_ranked(0, ranking_victims(&S->rank, want, S->resident), want, ahead, by, st);
         if (started < want && *st == LMS_OK) { /* what became evictable since, in full */
             ranking_stale_full(&S->rank);
-            started += resid_evict_ranked(ranking_victims(&S->rank, want - started, S->resident),
+            started += resid_evict_ranked(0, ranking_victims(&S->rank, want - started, S->resident),
                                           want - started, ahead, by, st);
         }
         return started;

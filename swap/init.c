@@ -43,6 +43,7 @@ void swap_config_from_options(swap_config_t *cfg)
         .thread_cache = o->thread_cache,
         .swap_piece = o->swap_piece,
         .stats_at_exit = o->stats != 0,
+        .evict_ahead = o->evict_ahead != 0,
         .policy_lru = strcmp(o->policy, "lru") == 0,
         .trace_path = o->trace,
     };

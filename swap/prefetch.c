@@ -98,6 +98,29 @@ static uint64_t victim_key(void *arg, size_t i)
     return ranking_key(&S->rank, i);
 }
 
+/* Evicts ahead what policy/ plans (policy_evict_ahead, Note [Eviction
+ * ahead] in policy.c): MIN's victims, now, where the D2H link would free
+ * the blocks the events ahead need too late. The D2H link's rate is taken
+ * as the H2D link's learnt one: PCIe is symmetric (54.0 and 54.6 GB/s on
+ * the H100, docs/gpu-results.md). Not chunks fetched ahead and unused. */
+static void evict_ahead(void)
+{
+    policy_link_t link = {.chunk_bytes = S->chunk,
+                          .max_events = PREFETCH_WALK,
+                          .d2h_bytes_per_ns = transfers_h2d_rate(&S->xfers)};
+    policy_room_t room = {.spare = resid_free_blocks() + S->evicting, .reserve = 1};
+    policy_victims_t victims = {.rank = rank_victims, .key = victim_key};
+    size_t from, n = policy_evict_ahead(S->policy, &link, chunk_need, NULL, &room, &victims, &from);
+    if (n == 0)
+        return;
+    lms_status_t st;
+    resid_evict_ranked(from, ranking_victims(&S->rank, from + n, S->resident), n, true,
+                       TIMELINE_BY_PREFETCH, &st);
+    if (st != LMS_OK)
+        base_log(BASE_LOG_DEBUG, "lms: evicting ahead: %s", lms_last_error());
+    pthread_cond_signal(&S->rc.wake); /* settles them as they end */
+}
+
 /* Fetches ahead what the schedule reads next, at most a piece, as
  * policy_prefetch says: a fetch takes a free block (or one on its way) if
  * the new data and fetches before it leave one (blocks_before), else the
@@ -105,10 +128,8 @@ static uint64_t victim_key(void *arg, size_t i)
  * (evict_after; Note [Prefetch without harm] in policy.c). Those victims
  * are evicted now; their fetches wait for a later call. Nothing waits for
  * a prefetch, so a failure is only logged. */
-void resid_prefetch(void)
+static void prefetch(void)
 {
-    if (!resid_by_schedule() || S->host == NULL)
-        return;
     /* nothing can need a fetch that did not when last looked, unless a chunk
      * went to the host since or the position moved past what was looked at */
     policy_usage_t u;
@@ -142,7 +163,7 @@ void resid_prefetch(void)
     S->pf.walk_queued = transfers_h2d_queued(&S->xfers);
     lms_status_t st = LMS_OK;
     if (plan.evict > 0) { /* ranked[0 .. evict): MIN's, for these and the demands before them */
-        resid_evict_ranked(plan.ranked, plan.evict, true, TIMELINE_BY_PREFETCH, &st);
+        resid_evict_ranked(0, plan.ranked, plan.evict, true, TIMELINE_BY_PREFETCH, &st);
         /* the reclaim thread settles these copies as they end, and then
          * fetches what waits for their blocks: no access may come to do it
          * (up to its 50 ms sleep, seen in bench/swap; issue 24) */
@@ -170,3 +191,11 @@ void resid_prefetch(void)
         base_log(BASE_LOG_DEBUG, "lms: prefetch: %s", lms_last_error());
 }
 
+void resid_prefetch(void)
+{
+    if (!resid_by_schedule() || S->host == NULL)
+        return;
+    prefetch();
+    if (S->cfg.evict_ahead)
+        evict_ahead();
+}

@@ -63,9 +63,9 @@ static inline bool resid_evictable(size_t c) { return resid_chunk_evictable(&S->
 /* Starts evicting about `want` chunks (the schedule's victims or the least
  * recently used; with `ahead`, none fetched ahead and unused): how many. */
 HIDDEN size_t resid_evict_some(size_t want, bool ahead, timeline_by_t by, lms_status_t *st);
-/* The same from the first n ranked victims (S->rank.ranked). */
-HIDDEN size_t resid_evict_ranked(size_t n, size_t want, bool ahead, timeline_by_t by,
-                                 lms_status_t *st);
+/* The same from the ranked victims [from, n) (S->rank.ranked). */
+HIDDEN size_t resid_evict_ranked(size_t from, size_t n, size_t want, bool ahead,
+                                 timeline_by_t by, lms_status_t *st);
 
 /* ---- window.c -------------------------------------------------------------- */
 

@@ -37,6 +37,7 @@ typedef struct swap_config {
     size_t swap_piece;      /* bytes remapped and copied as one step of a swap
                                (Note [Pipelined swaps] in window.c); 0: 16 MiB */
     bool stats_at_exit;     /* LMS_STATS=1 */
+    bool evict_ahead;       /* LMS_EVICT_AHEAD (Note [Eviction ahead] in policy/policy.c) */
     bool policy_lru;        /* LMS_POLICY=lru: evict the least recently used, never
                                follow a schedule, never prefetch */
     const char *trace_path; /* LMS_TRACE: the file of the timeline (docs/timeline-format.md),
