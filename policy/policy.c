@@ -544,6 +544,28 @@ long policy_victim(const policy_t *p, const uint32_t *candidates, size_t n)
 
 /* ---- prefetch (Note [Prefetch horizon], Note [Prefetch without harm]) --------- */
 
+/* A fresh stamp for p->seen, three values apart (a walk's marks). */
+static void new_stamp(policy_t *p)
+{
+    p->seen_stamp += 3;
+    if (p->seen_stamp >= UINT32_MAX - 3) {
+        memset(p->seen, 0, p->nchunks * sizeof *p->seen);
+        p->seen_stamp = 3;
+    }
+}
+
+/* The schedule's times (policy_access's now_ns): an event's mean gap, the
+ * iteration's length, and the time of the event at the position. */
+static void sched_clock(const policy_t *p, uint64_t *gap, uint64_t *length, uint64_t *now)
+{
+    const event_t *s = p->sched;
+    size_t ns = p->nsched;
+    uint64_t span = s[ns - 1].t - s[0].t;
+    *gap = ns > 1 ? span / (ns - 1) : 0;
+    *length = span + *gap;
+    *now = p->pos < ns ? s[p->pos].t : s[ns - 1].t + *gap;
+}
+
 /* Events from schedule event j to chunk c's next use after it (wrapping
  * round the end; the schedule's length if j is its only one). c must be in
  * the schedule. */
@@ -581,16 +603,11 @@ size_t policy_prefetch(policy_t *p, const policy_link_t *link,
         *blocks_ahead = 0;
     if (!p->following || p->nsched == 0 || max == 0)
         return 0;
-    p->seen_stamp += 3; /* seen: the stamp; freed: + 1; fetched: + 2 */
-    if (p->seen_stamp >= UINT32_MAX - 3) {
-        memset(p->seen, 0, p->nchunks * sizeof *p->seen);
-        p->seen_stamp = 3;
-    }
+    new_stamp(p); /* seen: the stamp; freed: + 1; fetched: + 2 */
     const event_t *s = p->sched;
     size_t ns = p->nsched;
-    /* the schedule's times: an event's mean, and the iteration's length */
-    uint64_t span = s[ns - 1].t - s[0].t, gap = ns > 1 ? span / (ns - 1) : 0;
-    uint64_t length = span + gap, now = p->pos < ns ? s[p->pos].t : s[ns - 1].t + gap;
+    uint64_t gap, length, now;
+    sched_clock(p, &gap, &length, &now);
     double bw = link != NULL ? link->bytes_per_ns : 0;
     double chunk = link != NULL ? (double)link->chunk_bytes : 0;
     size_t walk = ns;
@@ -704,15 +721,11 @@ static bool outrank_room(policy_t *p, size_t n)
 static bool ahead_walk(policy_t *p, const policy_link_t *link,
                        policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg)
 {
-    p->seen_stamp += 3; /* seen: the stamp; freed: + 1 (as policy_prefetch's) */
-    if (p->seen_stamp >= UINT32_MAX - 3) {
-        memset(p->seen, 0, p->nchunks * sizeof *p->seen);
-        p->seen_stamp = 3;
-    }
+    new_stamp(p); /* seen: the stamp; freed: + 1 */
     const event_t *s = p->sched;
     size_t ns = p->nsched;
-    uint64_t span = s[ns - 1].t - s[0].t, gap = ns > 1 ? span / (ns - 1) : 0;
-    uint64_t length = span + gap, now = p->pos < ns ? s[p->pos].t : s[ns - 1].t + gap;
+    uint64_t gap, length, now;
+    sched_clock(p, &gap, &length, &now);
     size_t walk = link->max_events > 0 && link->max_events < ns ? link->max_events : ns;
     double per_ns = link->d2h_bytes_per_ns / (double)link->chunk_bytes / 2;
     int64_t blocks = 0, peak = 0, most = 0;
