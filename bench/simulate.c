@@ -624,7 +624,7 @@ static const struct option_doc {
     {"--device", "BYTES", "device memory (K/M/G suffixes), instead of --oversub"},
     {"--iterations", "N", "training steps of a generated workload (4; 3 with --quick)"},
     {"--link", "NAME", "the link and VMM model: a preset, below (h100-pcie5)"},
-    {"--evict-ahead", "on|off", "the schedule evicts ahead (Note [Eviction ahead]; off, as lms by default)"},
+    {"--evict-ahead", "on|off", "the schedule evicts ahead (Note [Eviction ahead]); off, as lms"},
     {"--h2d-gbps", "G", "host-to-device GB/s alone (the preset's)"},
     {"--d2h-gbps", "G", "device-to-host GB/s alone (the preset's)"},
     {"--both-factor", "F", "each direction's share of its rate while both run (the preset's)"},

@@ -154,7 +154,7 @@ static void run_around(size_t v, size_t want, uint64_t min_key, bool ahead, size
 
 /* ---- victims by the schedule (Note [Prefetch] in prefetch.c) ---------------- */
 
-/* Starts evicting about `want` chunks of the n ranked ones from `from` on, best first
+/* Starts evicting about `want` chunks of the ranked ones [from, n), best first
  * (neighbours go along when the schedule would evict them as soon: the
  * `want`-th victim's rank or better), but not, when ahead (evicting ahead
  * of need: the reclaim thread), chunks fetched ahead and not yet used: a
@@ -190,8 +190,8 @@ size_t resid_evict_some(size_t want, bool ahead, timeline_by_t by, lms_status_t 
     size_t started = 0;
     *st = LMS_OK;
     if (resid_by_schedule()) {
-        started =
-            resid_evict_ranked(0, ranking_victims(&S->rank, want, S->resident), want, ahead, by, st);
+        size_t n = ranking_victims(&S->rank, want, S->resident);
+        started = resid_evict_ranked(0, n, want, ahead, by, st);
         if (started < want && *st == LMS_OK) { /* what became evictable since, in full */
             ranking_stale_full(&S->rank);
             started += resid_evict_ranked(0, ranking_victims(&S->rank, want - started, S->resident),
