@@ -175,16 +175,30 @@ bool sim_alive_at(const sim_tensor_t *t, size_t j);
 typedef struct sim_bound {
     uint64_t compute_ns;            /* the iteration's kernels' times */
     uint64_t in_chunks, out_chunks; /* that must cross the link in it */
+    /* Note [Phase bound]'s inputs, by sim_lower_bound: the workload (NULL:
+     * the whole-step terms alone), its iteration and the device's chunks. */
+    const sim_workload_t *w;
+    sim_iter_t it;
+    uint32_t capacity;
+    bool steady;
 } sim_bound_t;
 
 /* Note [Lower bound] at a device of capacity chunks; steady: the steady
  * state's, else one that holds for any run. */
 sim_bound_t sim_lower_bound(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
                             bool steady);
-/* Its time in ns: the largest of compute, link and vmm, named in *which
- * (Note [Lower bound]). */
+/* Its time in ns: the largest of compute, link and vmm over the whole step
+ * (Note [Lower bound]) and of the phase bound (Note [Phase bound]), named
+ * in *which ("compute", "link", "vmm" or "phases"). */
 double sim_bound_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
                     const char **which);
+/* The whole-step terms alone, the bound before Note [Phase bound]. */
+double sim_bound_whole_step_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
+                               const char **which);
+/* Note [Phase bound] alone for iteration it at capacity chunks; steady as
+ * for sim_lower_bound. */
+double sim_phase_bound_ns(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
+                          bool steady, const sim_config_t *cfg);
 
 /* ---- the model (simulate_model.c) ----------------------------------------------- */
 

@@ -58,7 +58,56 @@
  * come back), and the step_over_lower_bound of the last of several steps
  * is measured against it. Neither is tight: chunks that must move because
  * kernels' working sets, not only the totals, do not fit are not counted,
- * and a chunk is counted once however often it must move.
+ * and a chunk is counted once however often it must move. The VMM term
+ * lets every set_access run at its idle cost where it can wait for the D2H
+ * copies to stop (the x above may be 0): the best any order of the calls
+ * can do, whether or not the policy defers set_access away from them.
+ *
+ * Note [Phase bound]
+ * The terms above are the whole step's, so they cannot see that on a full
+ * duplex link the two directions may be busy at different times (a forward
+ * pass that only evicts, an optimizer that only fetches). Split the step at
+ * boundaries: its start, each kernel's start, its end. Between two of them,
+ * i and j, the time is at least the segment's own max(compute, link, vmm)
+ * over the chunks that must cross in it, and the segments of any split add
+ * up to the step's time; so the most that a split can sum to is a bound
+ * (found by dynamic programming over the boundaries, best[j] = the most of
+ * best[i] + segment(i, j)). In the segment:
+ *   compute  the kernels that start in it run in it whole: those from
+ *            boundary i's (or the first) to the one before j's.
+ *   in       X: the tensors holding data at i whose first access in the
+ *            segment reads it. At i (a kernel's start, whose chunks K_i
+ *            are resident) at most C blocks are held, so |X u K_i| - C
+ *            chunks of X hold none at i: each is mapped, made accessible
+ *            and copied in after i and before the kernel that reads it,
+ *            all inside the segment.
+ *   out      Y: the tensors written in the segment whose data is needed
+ *            at j (next event a read; or, none in the step, live at its
+ *            end, as the simulator and swap/ never drop live data). At j
+ *            at most C - |K_j \ Y| of them hold a block; the others were
+ *            copied out after their write and unmapped before j.
+ * Each fetch or eviction counted lies whole inside one segment, so the
+ * segment's link and VMM terms are Note [Lower bound]'s for its counts.
+ * Without steady the split runs from the step's start to its end, and the
+ * bound holds for any run: bench/simulate_bound_check.c checks it against
+ * the least time of every schedule of tiny workloads. With steady the
+ * step is one turn of a cycle (the same step before and after), and the
+ * split may start at any cut c: a segment may then wrap from the step
+ * before into this one, as the optimizer's writes, copied out in the next
+ * forward pass, do. Where it wraps, the period before's accesses are to
+ * other instances of the tensors not live across the whole step, so those
+ * get ids of their own, count in no Y there, and the ones live at the start
+ * leave X (their data may have been written in the wrapped part). The cuts
+ * tried are where the kernels' phase hints change and PHASE_CUTS evenly
+ * spaced ones; a segment ends only at PHASE_POINTS boundaries at most
+ * (evenly spaced, and the hints' changes): any choice gives a bound, these
+ * keep it to a fraction of a second on 2500-kernel steps.
+ * Still not counted: fetches a kernel's own working set forces (K is
+ * counted only at the segment's ends), a chunk moved twice in one
+ * segment, and what the order inside a segment forces (a fetch that needs
+ * the block of an eviction behind it): where lms's schedule moves exactly
+ * in_min and out_min and still runs above the bound, the time lost is
+ * there, or in the policy.
  */
 #include <stdlib.h>
 
@@ -197,7 +246,9 @@ static void walk_kernel(walk_t *k, const sim_op_t *op)
 sim_bound_t sim_lower_bound(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
                             bool steady)
 {
-    walk_t k = {.w = w, .capacity = capacity};
+    walk_t k = {.w = w,
+                 .capacity = capacity,
+                 .b = {.w = w, .it = *it, .capacity = capacity, .steady = steady}};
     k.after = sim_zalloc(w->nacc, 1);
     k.first = sim_zalloc(w->ntensors, 1);
     k.in_r = sim_zalloc(w->ntensors, sizeof(bool));
@@ -279,8 +330,8 @@ static double vmm_ns(const sim_config_t *cfg, uint64_t chunk, uint64_t in, uint6
     return least;
 }
 
-double sim_bound_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
-                    const char **which)
+double sim_bound_whole_step_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
+                               const char **which)
 {
     double compute = (double)b->compute_ns;
     double link = link_ns(cfg, (double)(b->in_chunks * chunk), (double)(b->out_chunks * chunk));
@@ -294,6 +345,255 @@ double sim_bound_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chun
     if (vmm > lb) {
         lb = vmm;
         *which = "vmm";
+    }
+    return lb;
+}
+
+/* ---- the phase bound (Note [Phase bound]) ----------------------------------- */
+
+#define PHASE_POINTS 256 /* the most boundaries a segment may end at (Note [Phase bound]) */
+#define PHASE_CUTS 8     /* steady: cuts tried besides the phase hints' changes */
+
+/* A segment's least time: its compute, and its in and out chunks over the
+ * link and the VMM queue (Note [Lower bound]'s terms for the segment). */
+static double segment_ns(const sim_config_t *cfg, uint64_t chunk, uint64_t compute, uint64_t in,
+                         uint64_t out)
+{
+    double t = (double)compute;
+    double link = link_ns(cfg, (double)(in * chunk), (double)(out * chunk));
+    double vmm = in + out > 0 ? vmm_ns(cfg, chunk, in, out) : 0;
+    t = link > t ? link : t;
+    return vmm > t ? vmm : t;
+}
+
+/* The iteration seen as boundaries, and the walk back from one of them:
+ * X, Y and K of Note [Phase bound], in chunks. Tensor ids at and above
+ * ntensors are the period before's instances of those not live across it. */
+typedef struct phase {
+    const sim_workload_t *w;
+    size_t n;                 /* kernels in the iteration */
+    const uint32_t *kernel;   /* their op indices */
+    bool *has_data;           /* per access: its tensor holds data written before it */
+    uint8_t *after;           /* per access: its tensor's next event kind */
+    bool *live_end, *across;  /* per tensor: live at the end; live at both ends */
+    uint32_t *seen, *k_at;    /* per id: the walk that last saw it; in K_j */
+    bool *in_x, *in_y, *need; /* per id */
+    uint32_t stamp;
+    uint64_t x, y, ky; /* |X|, |Y|, |Y n K_j| */
+} phase_t;
+
+static uint32_t phase_id(const phase_t *ph, uint32_t t, bool before)
+{
+    return before && !ph->across[t] ? t + (uint32_t)ph->w->ntensors : t;
+}
+
+static uint64_t id_chunks(const phase_t *ph, uint32_t id)
+{
+    return ph->w->tensors[id % ph->w->ntensors].nchunks;
+}
+
+/* The kernel starting at a boundary (1 .. n), or NULL. */
+static const sim_op_t *kernel_at(const phase_t *ph, uint32_t b)
+{
+    return b >= 1 && b <= ph->n ? &ph->w->ops[ph->kernel[b - 1]] : NULL;
+}
+
+/* Kernel op, now the segment's first, seen by the walk; before: it ran in
+ * the period before the one the walk started in. */
+static void phase_kernel(phase_t *ph, const sim_op_t *op, bool before)
+{
+    const sim_workload_t *w = ph->w;
+    for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
+        uint32_t id = phase_id(ph, w->acc[i].tensor, before);
+        sim_mode_t mode = w->acc[i].mode;
+        if (ph->seen[id] != ph->stamp) { /* its last access in the segment */
+            ph->seen[id] = ph->stamp;
+            ph->in_x[id] = ph->in_y[id] = false;
+            ph->need[id] = id < w->ntensors && (ph->after[i] == NEXT_READ ||
+                                                (ph->after[i] == NEXT_NONE && ph->live_end[id]));
+        }
+        bool x = mode != SIM_OVERWRITE && ph->has_data[i]; /* its first, so far */
+        if (x != ph->in_x[id]) {
+            ph->x = x ? ph->x + id_chunks(ph, id) : ph->x - id_chunks(ph, id);
+            ph->in_x[id] = x;
+        }
+        if (mode != SIM_READ && ph->need[id] && !ph->in_y[id]) {
+            ph->in_y[id] = true;
+            ph->y += id_chunks(ph, id);
+            ph->ky += ph->k_at[id] == ph->stamp ? id_chunks(ph, id) : 0;
+        }
+    }
+}
+
+/* The walk crosses into the period before: a tensor live at the start but
+ * not across both ends may have had its data written there, by its
+ * instance of that period, so it leaves X. */
+static void phase_cross(phase_t *ph)
+{
+    for (uint32_t t = 0; t < ph->w->ntensors; t++) {
+        if (ph->seen[t] == ph->stamp && ph->in_x[t] && !ph->across[t]) {
+            ph->x -= id_chunks(ph, t);
+            ph->in_x[t] = false;
+        }
+    }
+}
+
+/* |X u K| at a boundary where kernel op (NULL: none) starts. */
+static uint64_t x_with_kernel(const phase_t *ph, const sim_op_t *op, bool before)
+{
+    uint64_t n = ph->x;
+    for (uint32_t i = op != NULL ? op->acc : 0; op != NULL && i < op->acc + op->nacc; i++) {
+        uint32_t id = phase_id(ph, ph->w->acc[i].tensor, before);
+        n += ph->seen[id] == ph->stamp && ph->in_x[id] ? 0 : id_chunks(ph, id);
+    }
+    return n;
+}
+
+static uint64_t over(uint64_t n, uint32_t capacity)
+{
+    return n > capacity ? n - capacity : 0;
+}
+
+/* The most the segments between boundaries at[0 .. len) can sum to, a
+ * segment ending only where point[] says; before[k]: at[k] is in the
+ * period before the last one's. */
+static double phase_partition(phase_t *ph, const uint32_t *at, const bool *before,
+                              const bool *point, size_t len, uint32_t capacity,
+                              const sim_config_t *cfg)
+{
+    double *best = sim_zalloc(len, sizeof *best);
+    for (size_t e = 1; e < len; e++) {
+        if (!point[e])
+            continue;
+        ph->stamp++;
+        const sim_op_t *ke = kernel_at(ph, at[e]);
+        uint64_t kchunks = 0;
+        for (uint32_t i = ke != NULL ? ke->acc : 0; ke != NULL && i < ke->acc + ke->nacc; i++) {
+            ph->k_at[phase_id(ph, ph->w->acc[i].tensor, before[e])] = ph->stamp;
+            kchunks += ph->w->tensors[ph->w->acc[i].tensor].nchunks;
+        }
+        ph->x = ph->y = ph->ky = 0;
+        uint64_t compute = 0;
+        bool crossed = false;
+        for (size_t a = e; a-- > 0;) {
+            bool wraps = before[a] && !before[e];
+            if (wraps && !crossed) {
+                phase_cross(ph);
+                crossed = true;
+            }
+            const sim_op_t *ka = kernel_at(ph, at[a]);
+            if (ka != NULL) {
+                phase_kernel(ph, ka, wraps);
+                compute += ka->ns;
+            }
+            if (!point[a])
+                continue;
+            uint64_t in = over(x_with_kernel(ph, ka, wraps), capacity);
+            uint64_t out = over(ph->y + kchunks - ph->ky, capacity);
+            double v = best[a] + segment_ns(cfg, ph->w->chunk_bytes, compute, in, out);
+            best[e] = v > best[e] ? v : best[e];
+        }
+    }
+    double most = best[len - 1];
+    free(best);
+    return most;
+}
+
+/* The boundaries a segment may end at: all of them up to PHASE_POINTS,
+ * else evenly spaced ones, the ends and where the phase hints change. */
+static void phase_points(const phase_t *ph, const uint32_t *at, bool *point, size_t len)
+{
+    size_t every = len / PHASE_POINTS + 1;
+    for (size_t k = 0; k < len; k++) {
+        const sim_op_t *op = kernel_at(ph, at[k]), *prev = kernel_at(ph, at[k] - 1);
+        point[k] = k % every == 0 || k + 1 == len ||
+                   (op != NULL && prev != NULL && op->phase != prev->phase);
+    }
+}
+
+double sim_phase_bound_ns(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
+                          bool steady, const sim_config_t *cfg)
+{
+    size_t nt = w->ntensors, n = 0;
+    uint32_t *kernel = sim_zalloc(it->end - it->first, sizeof *kernel);
+    for (size_t j = it->first; j < it->end; j++)
+        if (w->ops[j].kind == SIM_KERNEL)
+            kernel[n++] = (uint32_t)j;
+    walk_t k = {.w = w};
+    k.after = sim_zalloc(w->nacc, 1);
+    k.first = sim_zalloc(nt, 1);
+    next_events(&k, it, steady);
+    phase_t ph = {.w = w, .n = n, .kernel = kernel, .after = k.after};
+    ph.has_data = sim_zalloc(w->nacc, sizeof(bool));
+    bool *written = sim_zalloc(nt, sizeof(bool));
+    for (size_t j = 0; j < it->end; j++) {
+        const sim_op_t *op = &w->ops[j];
+        for (uint32_t i = op->acc; op->kind == SIM_KERNEL && i < op->acc + op->nacc; i++)
+            ph.has_data[i] = written[w->acc[i].tensor];
+        for (uint32_t i = op->acc; op->kind == SIM_KERNEL && i < op->acc + op->nacc; i++)
+            written[w->acc[i].tensor] |= w->acc[i].mode != SIM_READ;
+    }
+    ph.live_end = sim_zalloc(nt, sizeof(bool));
+    ph.across = sim_zalloc(nt, sizeof(bool));
+    for (uint32_t t = 0; t < nt; t++) {
+        ph.live_end[t] = sim_alive_at(&w->tensors[t], it->end);
+        ph.across[t] = ph.live_end[t] && sim_alive_at(&w->tensors[t], it->first);
+    }
+    ph.seen = sim_zalloc(2 * nt, sizeof *ph.seen);
+    ph.k_at = sim_zalloc(2 * nt, sizeof *ph.k_at);
+    ph.in_x = sim_zalloc(2 * nt, sizeof(bool));
+    ph.in_y = sim_zalloc(2 * nt, sizeof(bool));
+    ph.need = sim_zalloc(2 * nt, sizeof(bool));
+    /* Boundaries 0 .. n + 1: the step's start, kernel b - 1's start, the
+     * step's end. Without steady, one walk from 0 to n + 1; with it, from
+     * each cut c tried round to c: c .. n + 1 of the period before, then 1 .. c. */
+    size_t len = n + 2;
+    uint32_t *at = sim_zalloc(len, sizeof *at);
+    bool *before = sim_zalloc(len, sizeof(bool)), *point = sim_zalloc(len, sizeof(bool));
+    double most = 0;
+    for (size_t c = steady ? 1 : n + 1; c <= n + 1; c++) {
+        const sim_op_t *op = kernel_at(&ph, (uint32_t)c), *prev = kernel_at(&ph, (uint32_t)c - 1);
+        bool hint = op != NULL && prev != NULL && op->phase != prev->phase;
+        if (steady && c <= n && c % (n / PHASE_CUTS + 1) != 0 && !hint)
+            continue;
+        for (size_t q = 0; q < len; q++) {
+            before[q] = steady && q < n + 2 - c;
+            at[q] = !steady    ? (uint32_t)q
+                    : before[q] ? (uint32_t)(c + q)
+                                : (uint32_t)(q - (n + 1 - c));
+        }
+        phase_points(&ph, at, point, len);
+        double v = phase_partition(&ph, at, before, point, len, capacity, cfg);
+        most = v > most ? v : most;
+    }
+    free(at);
+    free(before);
+    free(point);
+    free(ph.seen);
+    free(ph.k_at);
+    free(ph.in_x);
+    free(ph.in_y);
+    free(ph.need);
+    free(ph.live_end);
+    free(ph.across);
+    free(written);
+    free(ph.has_data);
+    free(k.after);
+    free(k.first);
+    free(kernel);
+    return most;
+}
+
+double sim_bound_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
+                    const char **which)
+{
+    double lb = sim_bound_whole_step_ns(b, cfg, chunk, which);
+    if (b->w == NULL)
+        return lb;
+    double phases = sim_phase_bound_ns(b->w, &b->it, b->capacity, b->steady, cfg);
+    if (phases > lb * (1 + 1e-9)) {
+        *which = "phases";
+        return phases;
     }
     return lb;
 }
