@@ -604,8 +604,12 @@ static int run_check(const options_t *opts, const sim_workload_t *trace)
         check_rows(trace, &run);
         free(run.rows);
     }
-    printf("{\"bench\":\"simulate\",\"check\":\"%s\",\"failures\":%d}\n",
-           failures ? "failed" : "passed", failures);
+    uint64_t plans, uncompared;
+    sim_conform_counts(&plans, &uncompared); /* a difference would have exited */
+    printf("{\"bench\":\"simulate\",\"check\":\"%s\",\"failures\":%d,"
+           "\"plans_conform\":%llu,\"plans_sampled\":%llu}\n",
+           failures ? "failed" : "passed", failures, (unsigned long long)(plans - uncompared),
+           (unsigned long long)uncompared);
     return failures ? 1 : 0;
 }
 

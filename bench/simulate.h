@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "policy/policy.h"
+
 #define SIM_NONE UINT32_MAX
 #define SIM_MAX_CHUNKS 0x7fffffffu /* a device's chunks stay below: the model tags ids with bit 31 */
 /* What the model can be asked to run (Note [What a trace may ask] in
@@ -121,6 +123,31 @@ typedef struct sim_config {
     bool check;     /* also verify policy_victim against policy_evict_key */
     bool evict_ahead; /* the schedule evicts ahead (policy_evict_ahead); swap/ does not yet */
 } sim_config_t;
+
+/* ---- the conformance check (simulate_conform.c, Note [One plan]) ---------------- */
+
+#define SIM_CONFORM_MAX 64 /* the most fetches a plan checked may ask for */
+
+/* A chunk of the model, as swap/'s table has it. */
+typedef struct sim_conform_chunk {
+    uint8_t state; /* swap/'s states (swap/need.h) */
+    uint32_t pins; /* kernels that name it: swap/'s holds */
+    bool live;     /* allocated */
+    bool ahead;    /* fetched ahead, not yet used */
+} sim_conform_chunk_t;
+typedef void (*sim_conform_chunk_fn)(void *arg, uint32_t c, sim_conform_chunk_t *out);
+
+/* With --check: makes the plan the model just made (fetch[0 .. n) of at
+ * most max asked, plan, and the ranked keys: keys[2i] the i-th victim's)
+ * again with swap/'s code over the same state, and exits (sim_die) naming
+ * the first difference. */
+void sim_conform_plan(policy_t *p, const policy_link_t *link, size_t nchunks,
+                      sim_conform_chunk_fn chunk, void *arg, size_t free_blocks, size_t leaving,
+                      size_t max, const policy_fetch_t *fetch, size_t n, const policy_plan_t *plan,
+                      const uint64_t *keys);
+/* Plans checked so far, and of those, left uncompared because swap/ would
+ * sample its ranking. */
+void sim_conform_counts(uint64_t *plans, uint64_t *sampled);
 
 /* ---- building a workload (simulate_workloads.c) ------------------------------ */
 

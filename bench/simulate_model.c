@@ -91,8 +91,9 @@
 #include "bench/simulate.h"
 #include "policy/policy.h"
 #include "swap/config.h"
+#include "swap/need.h"
 
-#define MAX_FETCH 64          /* chunks asked of policy_prefetch at a time */
+#define MAX_FETCH SIM_CONFORM_MAX /* chunks asked of policy_prefetch at a time */
 #define VMM_UNMAP 0x80000000u /* a VMM queue entry's kind bit (chunk ids stay below) */
 
 enum { VMM_MAP, VMM_ACCESS, VMM_UNMAP_CALL }; /* the calls of a VMM queue entry */
@@ -101,7 +102,7 @@ const char *const sim_policy_name[SIM_NPOLICIES] = {"schedule", "lru", "vdnn"};
 
 /* ---- the simulation ---------------------------------------------------------- */
 
-enum { UNBACKED, RESIDENT, EVICTING, HOST, FETCHING };
+/* A chunk goes through swap/'s states (swap/need.h). */
 
 typedef struct chunk {
     uint8_t state;
@@ -490,7 +491,6 @@ static void prep_take(model_t *s, size_t j)
     for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
         const sim_tensor_t *t = &s->w->tensors[s->w->acc[i].tensor];
         bool needs = s->w->acc[i].mode != SIM_OVERWRITE;
-        report(s, t->first, t->nchunks, needs ? POLICY_USE : POLICY_OVERWRITE);
         pr->chunk = sim_grow(pr->chunk, &pr->cap, pr->n + t->nchunks, sizeof *pr->chunk);
         pr->needs = realloc(pr->needs, pr->cap * sizeof *pr->needs);
         if (pr->needs == NULL)
@@ -563,13 +563,18 @@ static bool prep_ready(model_t *s)
 static void vdnn_prefetch(model_t *s, size_t j);
 
 /* Runs the prepared kernel: every chunk resident, each read sees the data
- * last written, each write makes a new version. */
+ * last written, each write makes a new version. Its accesses are reported
+ * to policy/ now, once its chunks are in, as swap/ reports an access
+ * (resid_report_access, after bringing its chunks in): until then its
+ * chunks are held, and a plan counts the blocks they still need (Note [One
+ * plan] in policy/plan.c). */
 static void start_kernel(model_t *s)
 {
     const sim_op_t *op = &s->w->ops[s->prep.op];
     for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
         const sim_access_t *a = &s->w->acc[i];
         const sim_tensor_t *t = &s->w->tensors[a->tensor];
+        report(s, t->first, t->nchunks, a->mode != SIM_OVERWRITE ? POLICY_USE : POLICY_OVERWRITE);
         for (uint32_t c = t->first; c < t->first + t->nchunks; c++) {
             chunk_t *k = &s->c[c];
             invariant(k->state == RESIDENT && k->pins > 0, s, c, "a kernel ran without it");
@@ -658,17 +663,36 @@ static void prefetch_one(model_t *s, uint32_t c, uint32_t v)
     ring_push(&s->pq, c);
 }
 
-/* For policy_prefetch: what chunk c is. One waiting for a block, or named
- * by the prepared kernel, counts as there: it is fetched, or its block
- * promised, already. */
+/* For policy_prefetch: what chunk c is, as swap/ says it of its own
+ * chunks (swap_chunk_facts, Note [One plan] in policy/plan.c): the pins of
+ * the prepared kernel and the running one are the holds of access windows,
+ * and a chunk not allocated is free. A chunk vdnn's prefetch queued for a
+ * block has that block promised. */
+static policy_chunk_facts_t chunk_facts(const chunk_t *k)
+{
+    policy_chunk_facts_t f = swap_chunk_facts(k->state, k->pins, !k->live);
+    f.promised = k->queued;
+    return f;
+}
+
 static policy_need_t chunk_need(void *arg, uint32_t c)
 {
+    return policy_need_of(chunk_facts(&((model_t *)arg)->c[c]));
+}
+
+/* For the conformance check (simulate_conform.c): chunk c as swap/'s table
+ * has it. */
+static void conform_chunk(void *arg, uint32_t c, sim_conform_chunk_t *out)
+{
     const chunk_t *k = &((model_t *)arg)->c[c];
-    if (k->queued || k->pins > 0 || k->state == RESIDENT || k->state == FETCHING)
-        return POLICY_HAS;
-    if (k->state == EVICTING)
-        return POLICY_CLAIMED;
-    return k->state == HOST && k->live ? POLICY_ON_HOST : POLICY_NO_DATA;
+    *out = (sim_conform_chunk_t){.state = k->state, .pins = k->pins, .live = k->live,
+                                 .ahead = k->ahead};
+}
+
+/* A plan's room, counted as swap/ counts it (policy_room_of). */
+static policy_room_t plan_room(const model_t *s)
+{
+    return policy_room_of(s->free_blocks, s->evicting, s->queued);
 }
 
 static int cmp_key_desc(const void *a, const void *b)
@@ -706,39 +730,38 @@ static size_t rank_victims(void *arg, size_t depth)
 static uint64_t victim_key(void *arg, size_t i) { return ((model_t *)arg)->ranked[2 * i]; }
 
 /* Prefetch as policy/ plans it (policy_plan_prefetch, Note [One plan] in
- * policy/plan.c), with swap/'s room: the spare blocks and those on their
- * way out, one of them the reclaim thread's. A fetch placed in a free block
- * takes a spare one now (or, with none, waits for the next call: its block
- * is on its way out); one placed in a victim's queues behind its eviction. */
+ * policy/plan.c), carried out as swap/'s prefetch carries it out: the
+ * ranked victims [0, plan.evict) go now (not chunks fetched ahead and not
+ * yet used), and the first placed fetches take the blocks spare now, as
+ * many as there are; the rest wait for a later plan, made as evictions
+ * end. */
 static void schedule_prefetch(model_t *s)
 {
     if (!policy_following(s->p))
         return;
-    size_t spare0 = spare(s) + s->evicting;
+    policy_room_t room = plan_room(s);
     policy_link_t link = {.bytes_per_ns = s->h2d.rate,
                           .chunk_bytes = s->chunk,
-                          .free_blocks = spare0,
+                          .free_blocks = room.spare,
                           .queued_bytes = s->h2d_pending};
-    policy_room_t room = {.spare = spare0, .reserve = 1};
     policy_victims_t victims = {.rank = rank_victims, .key = victim_key, .arg = s};
     policy_plan_t plan;
     s->ranked_ok = false;
-    (void)policy_plan_prefetch(s->p, &link, chunk_need, s, &room, &victims, s->fetch, MAX_FETCH,
-                               &plan);
+    size_t n = policy_plan_prefetch(s->p, &link, chunk_need, s, &room, &victims, s->fetch,
+                                    MAX_FETCH, &plan);
     s->blocks_ahead = plan.blocks_ahead;
-    for (size_t i = 0; i < plan.placed; i++) {
-        const policy_fetch_t *f = &s->fetch[i];
-        if (f->victim < 0) {
-            if (spare(s) == 0)
-                return;
-            prefetch_one(s, f->chunk, SIM_NONE);
-            continue;
+    if (s->cfg->check)
+        sim_conform_plan(s->p, &link, s->w->nchunks, conform_chunk, s, s->free_blocks,
+                         s->evicting, MAX_FETCH, s->fetch, n, &plan, s->ranked);
+    for (size_t i = 0, started = 0; i < plan.ranked && started < plan.evict; i++) {
+        uint32_t v = (uint32_t)s->ranked[2 * i + 1];
+        if (s->c[v].cand != SIM_NONE && !s->c[v].ahead) {
+            evict(s, v);
+            started++;
         }
-        uint32_t v = (uint32_t)s->ranked[2 * (size_t)f->victim + 1];
-        if (s->c[v].cand == SIM_NONE) /* taken by an earlier one */
-            return;
-        prefetch_one(s, f->chunk, v);
     }
+    for (size_t i = 0; i < plan.placed && spare(s) > 0; i++)
+        prefetch_one(s, s->fetch[i].chunk, SIM_NONE);
 }
 
 /* Eviction ahead as policy/ plans it (policy_evict_ahead, Note [Eviction
@@ -750,7 +773,7 @@ static void evict_ahead(model_t *s)
     if (!s->cfg->evict_ahead || !policy_following(s->p))
         return;
     policy_link_t link = {.chunk_bytes = s->chunk, .d2h_bytes_per_ns = s->d2h.rate};
-    policy_room_t room = {.spare = spare(s) + s->evicting, .reserve = 1};
+    policy_room_t room = plan_room(s);
     policy_victims_t victims = {.rank = rank_victims, .key = victim_key, .arg = s};
     size_t from;
     s->ranked_ok = false;

@@ -16,11 +16,40 @@
  * (policy_need_t), its blocks (free, or on their way out), and its victims
  * ranked by policy_evict_key (swap/ samples and repairs a ranking, the
  * simulator ranks every candidate: Note [Ranking between events] in
- * swap/ranking.c). tests/policy/test_plan.c checks the rule. What can
- * still differ between the two is each caller's description: what its
- * chunks need (its chunk_need) and how it counts its blocks.
+ * swap/ranking.c). tests/policy/test_plan.c checks the rule.
+ *
+ * The description is shared too. What a chunk needs is decided here
+ * (policy_need_of) from facts each caller states of its chunks
+ * (policy_chunk_facts_t), and swap/ states them with swap_chunk_facts
+ * (swap/need.h), which the simulator calls as well: its chunks go through
+ * swap/'s states, its kernels' pins are swap/'s access windows, and it
+ * reports a kernel's accesses once their chunks are in, as swap/ reports
+ * an access. The room is counted here (policy_room_of). Each caller still
+ * ranks its own way and carries the plan out its own way, so with --check
+ * the simulator makes each plan again with swap/'s code (its chunk table,
+ * its evictable rule, its ranking) over the same state and stops at the
+ * first difference (bench/simulate_conform.c). Making it found two drifts:
+ * the simulator queued a fetch placed on a victim behind that eviction,
+ * where swap/ leaves it to a later plan; and it reported a kernel before
+ * its chunks were in, counting their blocks out of the room instead.
  */
 #include "policy/policy.h"
+
+policy_room_t policy_room_of(size_t free_blocks, size_t leaving, size_t promised)
+{
+    size_t spare = free_blocks + leaving;
+    return (policy_room_t){.spare = spare > promised ? spare - promised : 0,
+                           .reserve = POLICY_RESERVE};
+}
+
+policy_need_t policy_need_of(policy_chunk_facts_t f)
+{
+    if (f.block || f.promised)
+        return POLICY_HAS;
+    if (f.leaving || f.held)
+        return POLICY_CLAIMED;
+    return f.data ? POLICY_ON_HOST : POLICY_NO_DATA;
+}
 
 void policy_watermarks(const policy_t *p, int64_t blocks_ahead, size_t low, size_t high,
                        size_t *lo, size_t *hi)

@@ -183,6 +183,34 @@ typedef struct policy_room {
     size_t reserve; /* of those, kept free by the reclaim thread (swap/: 1) */
 } policy_room_t;
 
+/* The blocks the reclaim thread keeps free (Note [Prefetch without harm]). */
+#define POLICY_RESERVE 1
+
+/* A plan's room, as every caller counts it (Note [One plan]): the free
+ * blocks and those on their way out, less those already promised to a
+ * fetch that waits for one, with the reclaim thread's reserve. */
+policy_room_t policy_room_of(size_t free_blocks, size_t leaving, size_t promised);
+
+/* What a caller knows of a chunk, for policy_need_of (Note [One plan]):
+ * the facts every caller can state of its own chunks, so that what a chunk
+ * needs is decided here, once. */
+typedef struct policy_chunk_facts {
+    bool block;    /* it has a block: resident, or its fetch is under way */
+    bool promised; /* it has none, but a fetch waits for one for it (that block
+                      is not in the room) */
+    bool leaving;  /* its eviction is in flight */
+    bool held;     /* an access under way names it (one is reported once its
+                      chunks are in: until then its need is not in the schedule
+                      ahead) */
+    bool data;     /* its data lives (on the host, when it has no block) */
+} policy_chunk_facts_t;
+
+/* The need of a chunk with these facts: POLICY_HAS with a block or one
+ * promised; POLICY_CLAIMED while leaving or held (it needs a block at its
+ * next event, but is not a prefetch's to fetch); else POLICY_ON_HOST with
+ * data, POLICY_NO_DATA without. */
+policy_need_t policy_need_of(policy_chunk_facts_t f);
+
 /* The caller's evictable chunks, ranked as policy_evict_key ranks them
  * (highest first). */
 typedef struct policy_victims {

@@ -14,14 +14,13 @@
 
 #include "base/base.h"
 #include "device/device.h"
+#include "swap/need.h" /* the chunk states */
 
 #ifndef HIDDEN
 #define HIDDEN __attribute__((visibility("hidden")))
 #endif
 #define NO_CHUNK UINT32_MAX
 
-/* Chunk states: see DESIGN.md, swap/, and Note [Chunk states] in residency.c. */
-enum { UNBACKED, RESIDENT, EVICTING, HOST, FETCHING };
 
 /* What the current access needs of a chunk (chunk_t.acc), set by mark_needs
  * and bring_in and cleared before the access returns. */

@@ -64,19 +64,16 @@ void resid_report_access(const uint32_t *u, size_t n)
     }
 }
 
-/* For policy_prefetch. A chunk being evicted, or one an access under way
- * holds and has not brought in yet (it may be waiting in make_room for
- * blocks), is not a prefetch's to fetch, but needs a block at its use:
- * free blocks a prefetch took would be the ones that access waits for. */
+/* For policy_prefetch: what the chunk's facts (swap/need.h) need. A chunk
+ * being evicted, or one an access under way holds and has not brought in
+ * yet (it may be waiting in make_room for blocks), is not a prefetch's to
+ * fetch, but needs a block at its use: free blocks a prefetch took would be
+ * the ones that access waits for. */
 static policy_need_t chunk_need(void *arg, uint32_t c)
 {
     (void)arg;
     const chunk_t *k = &S->chunks.ch[c];
-    if (k->state == RESIDENT || k->state == FETCHING)
-        return POLICY_HAS;
-    if (k->state == EVICTING || k->holds > 0)
-        return POLICY_CLAIMED;
-    return k->state == HOST && !k->free ? POLICY_ON_HOST : POLICY_NO_DATA;
+    return policy_need_of(swap_chunk_facts(k->state, k->holds, k->free));
 }
 
 /* For policy_plan_prefetch: the ranking (Note [Ranking between events] in
@@ -108,7 +105,7 @@ static void evict_ahead(void)
     policy_link_t link = {.chunk_bytes = S->chunk,
                           .max_events = PREFETCH_WALK,
                           .d2h_bytes_per_ns = transfers_h2d_rate(&S->xfers)};
-    policy_room_t room = {.spare = resid_free_blocks() + S->evicting, .reserve = 1};
+    policy_room_t room = policy_room_of(resid_free_blocks(), S->evicting, 0);
     policy_victims_t victims = {.rank = rank_victims, .key = victim_key};
     size_t from, n = policy_evict_ahead(S->policy, &link, chunk_need, NULL, &room, &victims, &from);
     if (n == 0)
@@ -150,7 +147,7 @@ static void prefetch(void)
      * makes it evict the top-ranked chunk, so it is that chunk's place
      * (else reclaim and prefetch take turns, each evicting what the other
      * fetched; Note [Prefetch without harm] in policy.c) */
-    policy_room_t room = {.spare = spare, .reserve = 1};
+    policy_room_t room = policy_room_of(resid_free_blocks(), S->evicting, 0);
     policy_victims_t victims = {.rank = rank_victims, .key = victim_key};
     policy_plan_t plan;
     size_t n = policy_plan_prefetch(S->policy, &link, chunk_need, NULL, &room, &victims,

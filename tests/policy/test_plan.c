@@ -91,6 +91,33 @@ Test(plan, a_short_ranking_is_asked_for_a_deeper_one_and_no_victims_end_it)
     cr_assert_eq(plan.ranked, 0);
 }
 
+Test(plan, what_a_chunk_needs_is_decided_from_its_facts_in_one_order)
+{
+    policy_chunk_facts_t none = {0};
+    cr_assert_eq(policy_need_of(none), POLICY_NO_DATA);
+    cr_assert_eq(policy_need_of((policy_chunk_facts_t){.data = true}), POLICY_ON_HOST);
+    /* a block, or one promised, wins over everything else */
+    cr_assert_eq(policy_need_of((policy_chunk_facts_t){.block = true, .leaving = true,
+                                                       .held = true, .data = true}),
+                 POLICY_HAS);
+    cr_assert_eq(policy_need_of((policy_chunk_facts_t){.promised = true, .held = true}),
+                 POLICY_HAS);
+    /* leaving or held: a block at its use, but not a prefetch's to fetch */
+    cr_assert_eq(policy_need_of((policy_chunk_facts_t){.leaving = true, .data = true}),
+                 POLICY_CLAIMED);
+    cr_assert_eq(policy_need_of((policy_chunk_facts_t){.held = true, .data = true}),
+                 POLICY_CLAIMED);
+    cr_assert_eq(policy_need_of((policy_chunk_facts_t){.held = true}), POLICY_CLAIMED);
+}
+
+Test(plan, the_room_is_the_free_blocks_and_those_leaving_less_the_promised)
+{
+    policy_room_t r = policy_room_of(3, 2, 1);
+    cr_assert_eq(r.spare, 4);
+    cr_assert_eq(r.reserve, POLICY_RESERVE);
+    cr_assert_eq(policy_room_of(1, 0, 5).spare, 0, "promised past what there is: none");
+}
+
 Test(plan, the_watermarks_are_what_new_data_ahead_needs_while_following_else_the_configured)
 {
     size_t lo, hi;
