@@ -10,7 +10,7 @@
  *       [--device BYTES] [--iterations N] [--link h100-pcie5|pcie4|c2c]
  *       [--h2d-gbps G] [--d2h-gbps G] [--both-factor F] [--map-us-per-mib U]
  *       [--set-access-us-per-mib U] [--set-access-d2h-us-per-mib U]
- *       [--unmap-us-per-mib U] [--dump-trace FILE]
+ *       [--unmap-us-per-mib U] [--placement lms|chunks] [--dump-trace FILE]
  *
  *   {"bench":"simulate","model":"discrete-event",...,"host_cpu":...}   the settings
  *   {"bench":"simulate","workload":W,...,"footprint_bytes":...}        each workload's shape
@@ -28,12 +28,13 @@
  * steps it has; the last step is reported (the first records the schedule,
  * the others follow one). The device holds footprint / X chunks for each
  * oversubscription X (1.25, 1.5, 2, 4 and 8; 1.5 and 2 with --quick),
- * where the footprint is the most chunks allocated at once in the reported
- * step; or --device bytes; or a trace's device line. A size at which the
- * largest kernel's chunks do not fit gives a row that says so ("feasible":
- * false), and the other sizes run. A row's times are
- * that step's: step_ms from the end of the step before to the end of its
- * last kernel, compute_ms the sum of its kernels' times, stall_ms the rest
+ * where the footprint is the most chunks in use at once in the reported
+ * step, as placed (--placement: lms's alloc/ by default, Note [Placement in
+ * the simulator] in simulate_workloads.c); or --device bytes; or a trace's
+ * device line. A size at which the largest kernel's chunks do not fit gives
+ * a row that says so ("feasible": false), and the other sizes run. A row's
+ * times are that step's: step_ms from the end of the step before to the end
+ * of its last kernel, compute_ms the sum of its kernels' times, stall_ms the rest
  * (the compute stream waiting for data); bytes are copies that landed in
  * it; prefetched counts the fetches issued ahead of need.
  *
@@ -232,6 +233,7 @@ typedef struct options {
     bool pol[SIM_NPOLICIES];
     const char *trace, *dump;
     uint64_t device;
+    sim_placement_t placement; /* --placement */
     const char *link;          /* --link's preset */
     double figure[NFIGURES];   /* the figures' flags; NAN: not given */
     sim_config_t cfg;
@@ -273,6 +275,7 @@ static void print_row(const sim_workload_t *w, const sim_config_t *cfg, const ro
            r->following ? "true" : "false");
     if (row->pol == SIM_VDNN)
         printf(",\"hints\":%s", w->hints ? "true" : "false");
+    printf(",\"placement\":\"%s\"", sim_placement_name[w->placement]);
     print_link(cfg);
     printf("}\n");
 }
@@ -289,6 +292,7 @@ static void print_infeasible(const sim_workload_t *w, const sim_config_t *cfg, d
            oversub, (unsigned long long)((uint64_t)capacity * w->chunk_bytes),
            (unsigned long long)((uint64_t)w->max_kernel * w->chunk_bytes),
            (unsigned long long)(footprint * w->chunk_bytes));
+    printf(",\"placement\":\"%s\"", sim_placement_name[w->placement]);
     print_link(cfg);
     printf("}\n");
 }
@@ -406,6 +410,7 @@ static void print_workload(const sim_workload_t *w, const sim_config_t *cfg, con
            (unsigned long long)(footprint * w->chunk_bytes),
            (unsigned long long)((uint64_t)w->max_kernel * w->chunk_bytes),
            w->hints ? "true" : "false");
+    printf(",\"placement\":\"%s\"", sim_placement_name[w->placement]);
     print_link(cfg);
     printf("}\n");
 }
@@ -445,7 +450,7 @@ static run_t run_workload(const sim_workload_t *w, const options_t *o)
     if (its.n == 0)
         sim_bad("%s: no kernels to run", w->name);
     const sim_iter_t *last = &its.it[its.n - 1];
-    run_t run = {.footprint = sim_footprint(w, last)};
+    run_t run = {.footprint = sim_chunks_in_use(w, last)};
     uint32_t cap[MAX_OVERSUB];
     double oversub[MAX_OVERSUB];
     size_t ncap = capacities(w, o, run.footprint, cap, oversub);
@@ -528,7 +533,7 @@ static void check_round_trip(const options_t *o, const run_t *direct, const sim_
         sim_die("the trace it wrote does not read back: %s", err);
     fclose(f);
     free(text);
-    sim_place(&back);
+    sim_place(&back, gpt->placement);
     run_t again = run_workload(&back, o);
     if (again.n != direct->n)
         check_fail("round trip: %zu rows, not %zu", again.n, direct->n);
@@ -590,7 +595,7 @@ static int run_check(const options_t *opts, const sim_workload_t *trace)
         sim_workload_t w;
         sim_init(&w, g == 0 ? "gpt" : "cnn", DEFAULT_CHUNK);
         (g == 0 ? sim_gpt : sim_cnn)(&w, SIM_SCALE_QUICK, o.cfg.iterations);
-        sim_place(&w);
+        sim_place(&w, o.placement);
         run_t run = run_workload(&w, &o);
         check_rows(&w, &run);
         if (g == 0)
@@ -629,6 +634,8 @@ static const struct option_doc {
     {"--iterations", "N", "training steps of a generated workload (4; 3 with --quick)"},
     {"--link", "NAME", "the link and VMM model: a preset, below (h100-pcie5)"},
     {"--evict-ahead", "on|off", "the schedule evicts ahead (Note [Eviction ahead]); off, as lms"},
+    {"--placement", "lms|chunks", "lms's alloc/, or whole chunks each (Note [Placement in the "
+                                  "simulator]; lms)"},
     {"--h2d-gbps", "G", "host-to-device GB/s alone (the preset's)"},
     {"--d2h-gbps", "G", "device-to-host GB/s alone (the preset's)"},
     {"--both-factor", "F", "each direction's share of its rate while both run (the preset's)"},
@@ -725,6 +732,10 @@ static void parse_option(options_t *o, const char *opt, const char *v)
         if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
             sim_bad("--evict-ahead is on or off, not '%s'", v);
         o->cfg.evict_ahead = strcmp(v, "on") == 0;
+    } else if (strcmp(opt, "--placement") == 0) {
+        if (strcmp(v, "lms") != 0 && strcmp(v, "chunks") != 0)
+            sim_bad("--placement is lms or chunks, not '%s'", v);
+        o->placement = strcmp(v, "lms") == 0 ? SIM_PLACE_LMS : SIM_PLACE_CHUNKS;
     } else { /* --link */
         o->link = v;
     }
@@ -799,7 +810,7 @@ static void parse_options(int argc, char **argv, options_t *o)
     settle_options(o, iterations, policies, workload);
 }
 
-static void read_trace(const char *path, sim_workload_t *w)
+static void read_trace(const char *path, sim_workload_t *w, sim_placement_t placement)
 {
     const char *base = strrchr(path, '/');
     char err[512];
@@ -810,7 +821,7 @@ static void read_trace(const char *path, sim_workload_t *w)
     if (!sim_trace_read(f, path, w, err, sizeof err))
         sim_bad("%s", err);
     fclose(f);
-    sim_place(w);
+    sim_place(w, placement);
 }
 
 /* Writes the chosen workload as a trace. */
@@ -822,7 +833,7 @@ static void dump(const options_t *o, const sim_workload_t *w)
         if (its.n == 0)
             sim_bad("%s: no kernels", w->name);
         const sim_iter_t *last = &its.it[its.n - 1];
-        uint64_t foot = sim_footprint(w, last);
+        uint64_t foot = sim_chunks_in_use(w, last);
         device = (uint64_t)floor((double)foot / o->oversub[0] + 0.5) * w->chunk_bytes;
         free(its.it);
     }
@@ -856,7 +867,8 @@ static void print_model(const options_t *o, const sim_workload_t *trace)
         printf("\"iterations\":\"the trace's\",");
     else
         printf("\"iterations\":%d,", o->cfg.iterations);
-    printf("\"evict_ahead\":%s,", o->cfg.evict_ahead ? "true" : "false");
+    printf("\"evict_ahead\":%s,\"placement\":\"%s\",", o->cfg.evict_ahead ? "true" : "false",
+           sim_placement_name[o->placement]);
     printf("\"reported\":\"the last iteration\",\"host_cpu\":");
     bench_json_string(cpu);
     print_link(&o->cfg);
@@ -872,7 +884,7 @@ int main(int argc, char **argv)
     sim_scale_t scale = o.quick || o.check ? SIM_SCALE_QUICK : SIM_SCALE_DEFAULT;
     sim_workload_t trace;
     if (o.trace != NULL) {
-        read_trace(o.trace, &trace);
+        read_trace(o.trace, &trace, o.placement);
         if (!o.check && trace.device_bytes == 0 && o.device == 0 && o.noversub == 0)
             sim_bad("%s has no device line: give --device or --oversub", o.trace);
     }
@@ -883,7 +895,7 @@ int main(int argc, char **argv)
         } else {
             sim_init(&w, o.gpt ? "gpt" : "cnn", DEFAULT_CHUNK);
             (o.gpt ? sim_gpt : sim_cnn)(&w, scale, o.cfg.iterations);
-            sim_place(&w);
+            sim_place(&w, o.placement);
         }
         dump(&o, &w);
         sim_release(&w);
@@ -907,7 +919,7 @@ int main(int argc, char **argv)
         sim_workload_t w;
         sim_init(&w, g == 0 ? "gpt" : "cnn", DEFAULT_CHUNK);
         (g == 0 ? sim_gpt : sim_cnn)(&w, scale, o.cfg.iterations);
-        sim_place(&w);
+        sim_place(&w, o.placement);
         free(run_workload(&w, &o).rows);
         sim_release(&w);
     }

@@ -10,7 +10,8 @@
  *
  *   tensor     one allocation: its bytes, whether it is an activation and of
  *              which layer (hints for the vdnn baseline), and where
- *              sim_place put it (whole chunks, first fit). A trace's ids
+ *              sim_place put it (alloc/'s placement, or whole chunks first
+ *              fit: Note [Placement in the simulator]). A trace's ids
  *              name live tensors and may be reused after a free; here each
  *              allocation is a tensor of its own, numbered in the order of
  *              the allocs.
@@ -51,12 +52,25 @@ typedef enum sim_phase { SIM_PHASE_NONE, SIM_FWD, SIM_BWD, SIM_OPT } sim_phase_t
 
 typedef enum sim_op_kind { SIM_ALLOC, SIM_FREE, SIM_KERNEL, SIM_ITERATION } sim_op_kind_t;
 
+/* Where sim_place puts tensors: lms's alloc/, or whole chunks first fit. */
+typedef enum sim_placement { SIM_PLACE_LMS, SIM_PLACE_CHUNKS } sim_placement_t;
+extern const char *const sim_placement_name[2];
+
 typedef struct sim_tensor {
     uint64_t bytes;
     int32_t layer;              /* -1: no hint */
     bool act;                   /* an activation: saved in forward for backward */
     uint32_t alloc_op, free_op; /* op indices; free_op SIM_NONE: never freed */
-    uint32_t first, nchunks;    /* placement, by sim_place */
+    /* Placement, by sim_place (Note [Placement in the simulator]): */
+    uint64_t offset;              /* its first byte's in the range */
+    uint32_t first, span;         /* the chunks its bytes touch */
+    uint32_t whole, nwhole;       /* of those, the ones it fills entirely: an overwrite needs
+                                     none of their data */
+    uint32_t nchunks;             /* of those, the ones no other tensor shares (a run's all, a
+                                     slot's those it fills): what the lower bound counts */
+    uint32_t used_first, used_n;  /* the chunks that came into use at its alloc */
+    uint32_t gone_first, gone_n;  /* and those that went out of use at its free */
+    bool slot;                    /* in a slab's slot: policy/ hears of no free of it */
 } sim_tensor_t;
 
 typedef struct sim_access {
@@ -85,6 +99,8 @@ typedef struct sim_workload {
     sim_access_t *acc;
     size_t nacc, capacc;
     /* By sim_place: */
+    sim_placement_t placement;
+    uint32_t *in_use;    /* per op: the chunks in use after it */
     uint32_t nchunks;    /* chunk ids used are 0 .. nchunks - 1 */
     uint32_t max_kernel; /* the most chunks one kernel touches */
     bool hints;          /* some tensor is an activation and some kernel has a layer */
@@ -161,9 +177,11 @@ void sim_kernel(sim_workload_t *w, uint64_t ns, int32_t layer, sim_phase_t phase
 void sim_touch(sim_workload_t *w, uint32_t tensor, sim_mode_t mode);
 void sim_iteration(sim_workload_t *w);
 
-/* Places the tensors on chunk ids (first fit, whole chunks, in op order) and
- * fills the fields sim_place owns. */
-void sim_place(sim_workload_t *w);
+/* Places the tensors on chunk ids, in op order, as placement says, and fills
+ * the fields sim_place owns; exits (bad input) if it cannot. */
+void sim_place(sim_workload_t *w, sim_placement_t placement);
+/* Whether alloc/ places with w's chunk size (SIM_PLACE_LMS can be asked). */
+bool sim_lms_places(const sim_workload_t *w);
 
 typedef enum sim_scale { SIM_SCALE_DEFAULT, SIM_SCALE_QUICK } sim_scale_t;
 
@@ -196,6 +214,9 @@ typedef struct sim_iters {
 sim_iters_t sim_iters_of(const sim_workload_t *w);
 /* The most chunks allocated at once during the iteration. */
 uint64_t sim_footprint(const sim_workload_t *w, const sim_iter_t *it);
+/* The most chunks in use at once during the iteration, as placed
+ * (simulate_workloads.c): its footprint. */
+uint64_t sim_chunks_in_use(const sim_workload_t *w, const sim_iter_t *it);
 /* Whether tensor t is live between op j - 1 and op j. */
 bool sim_alive_at(const sim_tensor_t *t, size_t j);
 

@@ -25,7 +25,11 @@
  *            the first and keeps the second mapped until its block is
  *            taken: the model leaves those calls out.
  *   device   capacity chunks of chunk_bytes (2 MiB); a chunk holds a block
- *            while resident, fetching or evicting.
+ *            while resident, fetching or evicting. Tensors lie in chunks as
+ *            lms's alloc/ places them, several to a chunk where they are
+ *            small: a chunk is live while alloc/ has it in use, and a
+ *            kernel names every chunk its tensors' bytes touch (Note
+ *            [Placement in the simulator] in simulate_workloads.c).
  * Chunk states are swap/'s (DESIGN.md, swap/): unbacked, resident,
  * evicting, host, fetching. A chunk fetched and only read keeps its host
  * copy (clean): evicting it is an unmap, no copy. A write (w or o) makes it
@@ -131,8 +135,9 @@ typedef struct link {
 
 typedef struct prep {
     long op;         /* the kernel, -1: none */
-    uint32_t *chunk; /* the chunks it names, and whether it needs their data */
+    uint32_t *chunk; /* the chunks it names, whether it needs their data, */
     bool *needs;
+    bool *cut;       /* and whether each is the first its access listed (start_kernel) */
     size_t n, cap;
     size_t backed; /* chunk[0 .. backed) all hold blocks */
     size_t ready;  /* chunk[0 .. ready) all resident */
@@ -152,6 +157,7 @@ typedef struct model {
     uint32_t evicting; /* evictions whose blocks are not yet free */
     chunk_t *c;
     uint32_t *cand; /* the evictable chunks */
+    uint32_t *listed; /* per chunk: the kernel op + 1 that last listed it (prep_take) */
     uint64_t *ranked; /* scratch of rank(): key, chunk pairs */
     int64_t blocks_ahead; /* policy_prefetch's: what to keep free while following */
     size_t ranked_n;      /* in ranked, while ranked_ok (a plan's ranking) */
@@ -450,9 +456,11 @@ static void report(model_t *s, uint32_t first, uint32_t n, policy_kind_t kind)
     bench_check(policy_access(s->p, first, n, kind, s->now), "policy_access");
 }
 
+/* The chunks alloc/ brought into use (Note [Placement in the simulator] in
+ * simulate_workloads.c) hold no data yet. */
 static void do_alloc(model_t *s, const sim_tensor_t *t)
 {
-    for (uint32_t c = t->first; c < t->first + t->nchunks; c++) {
+    for (uint32_t c = t->used_first; c < t->used_first + t->used_n; c++) {
         chunk_t *k = &s->c[c];
         invariant(!k->live && (k->state == UNBACKED || k->discard || k->pins > 0), s, c,
                   "allocated while holding data");
@@ -463,10 +471,13 @@ static void do_alloc(model_t *s, const sim_tensor_t *t)
     }
 }
 
+/* The chunks the free took out of use are dropped; policy/ hears of a
+ * run's, as from swap/ (a slot's free says nothing of its chunks). */
 static void do_free(model_t *s, const sim_tensor_t *t)
 {
-    report(s, t->first, t->nchunks, POLICY_FREE);
-    for (uint32_t c = t->first; c < t->first + t->nchunks; c++) {
+    if (!t->slot && t->gone_n > 0)
+        report(s, t->gone_first, t->gone_n, POLICY_FREE);
+    for (uint32_t c = t->gone_first; c < t->gone_first + t->gone_n; c++) {
         chunk_t *k = &s->c[c];
         k->live = false;
         k->ahead = false;
@@ -482,6 +493,16 @@ static void do_free(model_t *s, const sim_tensor_t *t)
     }
 }
 
+/* Whether an access of mode to tensor t needs chunk c's data: all but an
+ * overwrite of a chunk it fills entirely, as swap/ decides (mark_needs in
+ * swap/window.c): other bytes of a chunk it covers in part may be live. */
+static bool needs_data(const sim_tensor_t *t, sim_mode_t mode, uint32_t c)
+{
+    return mode != SIM_OVERWRITE || c < t->whole || c >= t->whole + t->nwhole;
+}
+
+/* Takes kernel j to prepare: the chunks its tensors' bytes touch, each once
+ * (tensors may share one) and in the order of its accesses, held. */
 static void prep_take(model_t *s, size_t j)
 {
     const sim_op_t *op = &s->w->ops[j];
@@ -489,15 +510,22 @@ static void prep_take(model_t *s, size_t j)
     pr->op = (long)j;
     pr->n = pr->backed = pr->ready = 0;
     for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
-        const sim_tensor_t *t = &s->w->tensors[s->w->acc[i].tensor];
-        bool needs = s->w->acc[i].mode != SIM_OVERWRITE;
-        pr->chunk = sim_grow(pr->chunk, &pr->cap, pr->n + t->nchunks, sizeof *pr->chunk);
+        const sim_access_t *a = &s->w->acc[i];
+        const sim_tensor_t *t = &s->w->tensors[a->tensor];
+        pr->chunk = sim_grow(pr->chunk, &pr->cap, pr->n + t->span, sizeof *pr->chunk);
         pr->needs = realloc(pr->needs, pr->cap * sizeof *pr->needs);
-        if (pr->needs == NULL)
+        pr->cut = realloc(pr->cut, pr->cap * sizeof *pr->cut);
+        if (pr->needs == NULL || pr->cut == NULL)
             sim_die("no host memory");
-        for (uint32_t c = t->first; c < t->first + t->nchunks; c++) {
+        bool cut = true;
+        for (uint32_t c = t->first; c < t->first + t->span; c++) {
+            if (s->listed[c] == j + 1) /* an earlier tensor of the kernel shares it */
+                continue;
+            s->listed[c] = (uint32_t)j + 1;
+            pr->cut[pr->n] = cut;
+            cut = false;
             pr->chunk[pr->n] = c;
-            pr->needs[pr->n++] = needs;
+            pr->needs[pr->n++] = needs_data(t, a->mode, c);
             s->c[c].pins++;
             update_cand(s, c);
         }
@@ -571,15 +599,29 @@ static void vdnn_prefetch(model_t *s, size_t j);
 static void start_kernel(model_t *s)
 {
     const sim_op_t *op = &s->w->ops[s->prep.op];
+    const prep_t *pr = &s->prep;
+    /* each access's chunks (those no earlier access of the kernel listed), in
+     * runs of one kind; swap/ merges runs across an access window's ranges,
+     * which moves a few prefetches: kept apart, --placement chunks gives
+     * the rows it gave before the simulator placed with alloc/ */
+    for (size_t i = 0, e; i < pr->n; i = e) {
+        for (e = i + 1; e < pr->n && pr->chunk[e] == pr->chunk[e - 1] + 1 &&
+                        pr->needs[e] == pr->needs[i] && !pr->cut[e];
+             e++)
+            ;
+        report(s, pr->chunk[i], (uint32_t)(e - i), pr->needs[i] ? POLICY_USE : POLICY_OVERWRITE);
+    }
     for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
         const sim_access_t *a = &s->w->acc[i];
         const sim_tensor_t *t = &s->w->tensors[a->tensor];
-        report(s, t->first, t->nchunks, a->mode != SIM_OVERWRITE ? POLICY_USE : POLICY_OVERWRITE);
-        for (uint32_t c = t->first; c < t->first + t->nchunks; c++) {
+        for (uint32_t c = t->first; c < t->first + t->span; c++) {
             chunk_t *k = &s->c[c];
             invariant(k->state == RESIDENT && k->pins > 0, s, c, "a kernel ran without it");
             k->ahead = false;
-            invariant(a->mode == SIM_OVERWRITE || k->version == 0 || k->dev_version == k->version,
+            /* the rule itself, not needs_data: a partial overwrite reads */
+            bool whole = c >= t->whole && c < t->whole + t->nwhole;
+            invariant((a->mode == SIM_OVERWRITE && whole) || k->version == 0 ||
+                          k->dev_version == k->version,
                       s, c, "a kernel read stale data");
             if (a->mode != SIM_READ) {
                 k->version = k->dev_version = (uint32_t)++s->version;
@@ -790,7 +832,7 @@ static void vdnn_prefetch(model_t *s, size_t j)
     const sim_vdnn_plan_t *pl = s->plan;
     for (uint32_t i = pl->pre_at[j]; i < pl->pre_at[j + 1]; i++) {
         const sim_tensor_t *t = &s->w->tensors[pl->pre[i]];
-        for (uint32_t c = t->first; c < t->first + t->nchunks; c++) {
+        for (uint32_t c = t->first; c < t->first + t->span; c++) {
             if (!needs_fetch(s, c))
                 continue;
             if (spare(s) == 0 && s->ncand == 0)
@@ -806,7 +848,7 @@ static void vdnn_offload(model_t *s, size_t j)
     const sim_vdnn_plan_t *pl = s->plan;
     for (uint32_t i = pl->off_at[j]; i < pl->off_at[j + 1]; i++) {
         const sim_tensor_t *t = &s->w->tensors[pl->off[i]];
-        for (uint32_t c = t->first; c < t->first + t->nchunks; c++)
+        for (uint32_t c = t->first; c < t->first + t->span; c++)
             if (s->c[c].cand != SIM_NONE)
                 evict(s, c);
     }
@@ -929,11 +971,14 @@ static void model_free(model_t *s)
     policy_destroy(s->p);
     free(s->c);
     free(s->cand);
+    free(s->listed);
     free(s->ranked);
     free(s->prep.chunk);
     free(s->prep.needs);
+    free(s->prep.cut);
     free(s->run.chunk);
     free(s->run.needs);
+    free(s->run.cut);
     free(s->h2d.q.v);
     free(s->d2h.q.v);
     free(s->vmm.v);
@@ -967,6 +1012,7 @@ sim_result_t sim_run(const sim_workload_t *w, const sim_iters_t *its, const sim_
     s.d2h = (link_t){.rate = cfg->d2h_gbps, .done_at = UINT64_MAX};
     s.c = sim_zalloc(w->nchunks, sizeof *s.c);
     s.cand = sim_zalloc(w->nchunks, sizeof *s.cand);
+    s.listed = sim_zalloc(w->nchunks, sizeof *s.listed);
     s.ranked = sim_zalloc(2 * w->nchunks, sizeof *s.ranked);
     for (uint32_t c = 0; c < w->nchunks; c++)
         s.c[c].cand = SIM_NONE;

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/alloc.h"
 #include "bench/simulate.h"
 
 /* ---- building a workload ---------------------------------------------------- */
@@ -44,6 +45,7 @@ void sim_release(sim_workload_t *w)
     free(w->tensors);
     free(w->ops);
     free(w->acc);
+    free(w->in_use);
     *w = (sim_workload_t){0};
 }
 
@@ -107,7 +109,37 @@ void sim_iteration(sim_workload_t *w)
     push_op(w, SIM_ITERATION);
 }
 
-/* ---- placement: first fit in whole chunks ---------------------------------- */
+/* ---- placement ------------------------------------------------------------ */
+
+/*
+ * Note [Placement in the simulator]
+ * A tensor's chunks are where lms would put its bytes: sim_place replays the
+ * allocs and frees through alloc/ itself (alloc_place, alloc_release), with
+ * the chunk size of the workload and lms's default large threshold (8
+ * chunks: swap/config.c takes 0 as alloc/'s default), so requests under it
+ * share slabs of 1..16 chunks by size class and larger ones are best-fit
+ * runs. A tensor then touches the chunks its bytes fall in, and several may
+ * share one. What the model takes from that (simulate_model.c):
+ *   - a chunk is live while alloc/ says it is in use (alloc_chunks_t: the
+ *     chunks an alloc brought into use, and those a free took out of it);
+ *   - an overwrite (o) needs no data only in the chunks the tensor's bytes
+ *     fill entirely; a chunk it covers in part is a use, as other bytes of
+ *     it may be live (swap/window.c's mark_needs reports the same);
+ *   - policy/ hears of a free only for a run, whose chunks are its own (swap/
+ *     lms.c's queue_freed: a slot's free says nothing of its chunk).
+ * The footprint a row's device size comes from is the most chunks in use at
+ * once (sim_chunks_in_use). The lower bound (simulate_bound.c) counts only
+ * the chunks a tensor shares with no other (nchunks: a run's all, a slot's
+ * those it fills): leaving shared ones out keeps it a bound, where counting a
+ * shared chunk once for each tensor in it would not.
+ * Frees take effect at once, as on one stream whose work before the free
+ * has finished; lms's thread caches (swap/tcache.c), which keep a freed
+ * slot taken until a malloc of its class reuses it, are left out.
+ * --placement chunks gives every tensor whole chunks of its own, first fit,
+ * the simulator's placement before alloc/ was used, for comparison.
+ */
+
+const char *const sim_placement_name[] = {"lms", "chunks"};
 
 /* Free runs of chunk ids, ascending; the last one is open-ended. */
 typedef struct extents {
@@ -161,39 +193,153 @@ static void place_free(extents_t *e, uint32_t first, uint32_t n)
     }
 }
 
-void sim_place(sim_workload_t *w)
+/* One placement's state: alloc/'s, or the free runs of --placement chunks. */
+typedef struct placer {
+    sim_workload_t *w;
+    alloc_t *a; /* NULL: whole chunks */
+    extents_t e;
+    uint64_t in_use; /* chunks */
+} placer_t;
+
+/* alloc/ with lms's configuration for chunks of chunk_bytes over nchunks
+ * chunk ids; NULL when alloc/ takes no such chunk size. */
+static alloc_t *lms_alloc(uint64_t chunk_bytes, size_t nchunks)
 {
-    extents_t e = {0};
-    e.r = sim_grow(NULL, &e.cap, 1, sizeof *e.r);
-    e.r[e.n++] = (struct span){0, SIM_MAX_PLACED};
-    uint32_t top = 0, most = 0;
+    alloc_config_t cfg = {.chunk_size = chunk_bytes, .nchunks = nchunks};
+    alloc_t *a;
+    return alloc_create(&cfg, &a) == LMS_OK ? a : NULL;
+}
+
+bool sim_lms_places(const sim_workload_t *w)
+{
+    alloc_t *a = lms_alloc(w->chunk_bytes, 1);
+    alloc_destroy(a);
+    return a != NULL;
+}
+
+static void place_one(placer_t *p, sim_tensor_t *t)
+{
+    const sim_workload_t *w = p->w;
+    uint64_t n = sim_chunks_of(w, t->bytes);
+    if (n > SIM_MAX_PLACED)
+        sim_bad("%s: a tensor of %llu bytes is more than %u chunks, the most the simulator "
+                "models", w->name, (unsigned long long)t->bytes, SIM_MAX_PLACED);
+    if (p->a == NULL) { /* whole chunks of its own: all of them its, and all new */
+        t->first = t->whole = t->used_first = place_alloc(w, &p->e, (uint32_t)n);
+        t->span = t->nwhole = t->nchunks = t->used_n = (uint32_t)n;
+        t->offset = (uint64_t)t->first * w->chunk_bytes;
+        p->in_use += n;
+        return;
+    }
+    size_t off;
+    alloc_chunks_t used;
+    if (alloc_place(p->a, (size_t)t->bytes, &off, &used) != LMS_OK)
+        sim_bad("%s: placing the tensors as lms does takes more than %u chunk ids, the most the "
+                "simulator models", w->name, SIM_MAX_PLACED);
+    uint64_t c = w->chunk_bytes, end = off + t->bytes;
+    t->offset = off;
+    t->slot = alloc_class_at(p->a, off) >= 0;
+    t->first = (uint32_t)(off / c);
+    t->span = (uint32_t)((end - 1) / c + 1 - t->first);
+    t->whole = (uint32_t)((off + c - 1) / c); /* the chunks [off, end) covers entirely */
+    t->nwhole = end / c > t->whole ? (uint32_t)(end / c - t->whole) : 0;
+    t->nchunks = t->slot ? t->nwhole : t->span;
+    t->used_first = (uint32_t)used.first;
+    t->used_n = (uint32_t)used.n;
+    p->in_use += used.n;
+}
+
+static void unplace_one(placer_t *p, sim_tensor_t *t)
+{
+    if (p->a == NULL) {
+        place_free(&p->e, t->first, t->span);
+        t->gone_first = t->first;
+        t->gone_n = t->span;
+    } else {
+        size_t size;
+        alloc_chunks_t gone;
+        if (alloc_mark_freed(p->a, (size_t)t->offset, &size) != LMS_OK)
+            sim_die("%s: alloc/ has no allocation at offset %llu to free", p->w->name,
+                    (unsigned long long)t->offset);
+        alloc_release(p->a, (size_t)t->offset, &gone);
+        t->gone_first = (uint32_t)gone.first;
+        t->gone_n = (uint32_t)gone.n;
+    }
+    p->in_use -= t->gone_n;
+}
+
+/* The most chunks kernel op's tensors touch, each chunk once (stamp: per
+ * chunk id, the last kernel that counted it). */
+static uint32_t kernel_chunks(const sim_workload_t *w, const sim_op_t *op, uint32_t *stamp,
+                              uint32_t j)
+{
+    uint32_t n = 0;
+    for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
+        const sim_tensor_t *t = &w->tensors[w->acc[i].tensor];
+        for (uint32_t c = t->first; c < t->first + t->span; c++) {
+            n += stamp[c] != j;
+            stamp[c] = j;
+        }
+    }
+    return n;
+}
+
+void sim_place(sim_workload_t *w, sim_placement_t placement)
+{
+    placer_t p = {.w = w};
+    /* a range no placement can outgrow: each tensor its chunks and a new
+     * slab's (at most 16), up to the chunk ids the model takes */
+    uint64_t range = 0;
+    for (size_t t = 0; t < w->ntensors && range < SIM_MAX_PLACED; t++)
+        range += sim_chunks_of(w, w->tensors[t].bytes) + 16;
+    range = range < SIM_MAX_PLACED ? range : SIM_MAX_PLACED;
+    if (placement == SIM_PLACE_LMS && (p.a = lms_alloc(w->chunk_bytes, range ? range : 1)) == NULL)
+        sim_bad("%s: lms places chunks of a power of two from 4 KiB to 128 MiB, not %llu bytes "
+                "(--placement chunks places any)", w->name, (unsigned long long)w->chunk_bytes);
+    if (p.a == NULL) {
+        p.e.r = sim_grow(NULL, &p.e.cap, 1, sizeof *p.e.r);
+        p.e.r[p.e.n++] = (struct span){0, SIM_MAX_PLACED};
+    }
+    free(w->in_use);
+    w->in_use = sim_zalloc(w->nops, sizeof *w->in_use);
+    w->placement = placement;
+    uint32_t top = 0;
     bool act = false, layer = false;
     for (size_t j = 0; j < w->nops; j++) {
         const sim_op_t *op = &w->ops[j];
         if (op->kind == SIM_ALLOC) {
             sim_tensor_t *t = &w->tensors[op->tensor];
-            uint64_t n = sim_chunks_of(w, t->bytes);
-            if (n > SIM_MAX_PLACED)
-                sim_bad("%s: a tensor of %llu bytes is more than %u chunks, the most the "
-                        "simulator models", w->name, (unsigned long long)t->bytes, SIM_MAX_PLACED);
-            t->nchunks = (uint32_t)n;
-            t->first = place_alloc(w, &e, t->nchunks);
-            top = t->first + t->nchunks > top ? t->first + t->nchunks : top;
+            place_one(&p, t);
+            top = t->first + t->span > top ? t->first + t->span : top;
             act |= t->act;
         } else if (op->kind == SIM_FREE) {
-            place_free(&e, w->tensors[op->tensor].first, w->tensors[op->tensor].nchunks);
+            unplace_one(&p, &w->tensors[op->tensor]);
         } else if (op->kind == SIM_KERNEL) {
-            uint32_t n = 0;
-            for (uint32_t i = op->acc; i < op->acc + op->nacc; i++)
-                n += w->tensors[w->acc[i].tensor].nchunks;
-            most = n > most ? n : most;
             layer |= op->layer >= 0;
         }
+        w->in_use[j] = (uint32_t)p.in_use;
     }
-    free(e.r);
+    alloc_destroy(p.a);
+    free(p.e.r);
+    uint32_t most = 0, *stamp = sim_zalloc(top, sizeof *stamp);
+    for (size_t j = 0; j < w->nops; j++) {
+        uint32_t n = w->ops[j].kind == SIM_KERNEL
+                         ? kernel_chunks(w, &w->ops[j], stamp, (uint32_t)j + 1)
+                         : 0;
+        most = n > most ? n : most;
+    }
+    free(stamp);
     w->hints = act && layer;
     w->nchunks = top;
     w->max_kernel = most;
+}
+
+uint64_t sim_chunks_in_use(const sim_workload_t *w, const sim_iter_t *it)
+{
+    uint64_t peak = 0;
+    for (size_t j = it->first > 0 ? it->first - 1 : 0; j < it->end; j++)
+        peak = w->in_use[j] > peak ? w->in_use[j] : peak;
+    return peak;
 }
 
 #define MATMUL_FLOPS_PER_NS 400e3 /* 400 TFLOP/s */

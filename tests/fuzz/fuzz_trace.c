@@ -86,13 +86,13 @@ static void run(sim_workload_t *w)
         all += sim_chunks_of(w, w->tensors[i].bytes);
     if (all > FUZZ_MAX_CHUNKS)
         return;
-    sim_place(w);
+    sim_place(w, sim_lms_places(w) ? SIM_PLACE_LMS : SIM_PLACE_CHUNKS);
     sim_iters_t its = sim_iters_of(w);
     if (its.n == 0) {
         free(its.it);
         return;
     }
-    uint64_t foot = sim_footprint(w, &its.it[its.n - 1]);
+    uint64_t foot = sim_chunks_in_use(w, &its.it[its.n - 1]);
     free(its.it);
     options_t o = {.cfg = {.h2d_gbps = 25, .d2h_gbps = 25, .both = 0.5, .map_us = 10,
                            .iterations = 3, .check = true}};
