@@ -101,17 +101,29 @@
  * blocks back, and copying out dead data is waste. The walk is the length
  * of the schedule at most, so it is made again only every AHEAD_EVERY
  * events, or with a new schedule; between, its demands and counts are
- * reused, shifted by how far the position moved.
- * Measured (docs/benchmarks.md, bench/simulate, "Eviction ahead"): in the
- * simulator it is never slower and moves no more than without, on every
- * workload and link model, and gains most where the VMM queue is not the
- * bound (GPT at 4x on h100-pcie5: 1.21 to 1.15 of the lower bound). A first
+ * reused, shifted by how far the position moved. But a block taken since
+ * the walk served a need the walk counted (a kernel waiting for its blocks
+ * takes them one at a time, at one position), so a walk kept counts it
+ * twice, and evicted one chunk more for each: in the simulator, once its
+ * plans were swap/'s, GPT at 1.25x moved 15% more with eviction ahead than
+ * without, the fetches ahead taking back the blocks so freed. So a walk
+ * kept may only say that nothing is late; where it says something is, and
+ * the room's spare blocks are not what they were at the walk, it is made
+ * again (the walk's next uses are sorted a segment between two demands at
+ * a time, each once, so that walking again costs little).
+ * Measured in the simulator on h100-pcie5 (docs/benchmarks.md, bench/simulate,
+ * "Eviction ahead"), with its plans checked against swap/'s: faster on every
+ * row of gpt, cnn and the six recorded traces at 1.25x to 8x (GPT 1.23 to
+ * 1.17 of the lower bound at 1.25x, 1.24 to 1.15 at 4x, 1.29 to 1.22 at
+ * 8x), moving no more on gpt and cnn but 0.2% at cnn 8x; on the traces up
+ * to 5% more on a few rows (gpt2_ckpt at 2x, resnet18 at 3x), still
+ * faster on them. A first
  * form without the MIN check gained more (GPT at 2x over a full-duplex
  * link with no VMM costs: 1.71 to 1.37) but moved up to 9% more. What no
  * eviction ahead removes: the forward pass's evictions and the backward
  * pass's fetches cannot overlap, each pass having the device full. In
- * bench/train on sim it gained nothing, so swap/ does it only with
- * LMS_EVICT_AHEAD=1 for now.
+ * bench/train on sim it gained nothing (measured before the walk was made
+ * again as above), so swap/ does it only with LMS_EVICT_AHEAD=1 for now.
  *
  * Note [Dead data]
  * Data whose next event is a free is dead: it goes before anything else.
@@ -205,9 +217,11 @@ struct policy {
     size_t ncand;
     uint32_t *seen, seen_stamp;
     /* eviction ahead's last walk (Note [Eviction ahead]) */
-    uint64_t *outrank;            /* next uses of the chunks used, in walk order, then */
-    size_t noutrank, capoutrank;  /* each demand's prefix of them sorted, one after another */
+    uint64_t *outrank;            /* next uses of the chunks used, in walk order, each
+                                     demand's segment then sorted */
+    size_t noutrank, capoutrank;
     size_t ahead_pos;             /* the position it was made at */
+    size_t ahead_spare;           /* the room's spare blocks then */
     uint64_t ahead_basis;         /* policy_basis then; ahead_ok: made since */
     bool ahead_ok;
     size_t ndemands;
@@ -215,8 +229,8 @@ struct policy {
         size_t at;      /* events from ahead_pos */
         int64_t peak;   /* blocks needed up to it */
         int64_t target; /* blocks that must be free or on their way out now for it */
-        size_t nq;      /* outrank's prefix: the chunks used up to it */
-        size_t sorted;  /* where that prefix starts, sorted, in outrank */
+        size_t nq;      /* outrank's prefix: the chunks used up to it (from the
+                           demand before's nq on, sorted) */
     } demand[AHEAD_DEMANDS];
 };
 
@@ -760,63 +774,53 @@ static bool ahead_walk(policy_t *p, const policy_link_t *link,
                 (struct demand){.at = d, .peak = peak, .target = target, .nq = p->noutrank};
         }
     }
-    /* each demand's prefix, sorted, after the walk's order */
-    for (size_t i = 0; i < p->ndemands; i++) {
-        struct demand *dm = &p->demand[i];
-        if (!outrank_room(p, dm->nq))
-            return false;
-        dm->sorted = p->noutrank;
-        memcpy(p->outrank + p->noutrank, p->outrank, dm->nq * sizeof *p->outrank);
-        qsort(p->outrank + dm->sorted, dm->nq, sizeof *p->outrank, cmp_u64);
-        p->noutrank += dm->nq;
-    }
+    /* the next uses between each demand and the one before, sorted: a
+     * demand's prefix is its segment and those before (each sorted once) */
+    for (size_t i = 0, lo = 0; i < p->ndemands; lo = p->demand[i++].nq)
+        qsort(p->outrank + lo, p->demand[i].nq - lo, sizeof *p->outrank, cmp_u64);
     return true;
 }
 
 /* How many of the ranked victims from `from` on MIN evicts for demand dm,
  * at most `late`: those used after it that fewer than the blocks it still
  * needs outrank there (Note [Eviction ahead]). */
-static size_t mins_for(const policy_t *p, const struct demand *dm, const policy_victims_t *v,
-                       size_t ranked, size_t from, size_t moved, int64_t late, int64_t e)
+/* Of the next uses in walk[lo, hi) (sorted), how many come after key. */
+static size_t later_than(const uint64_t *q, size_t lo, size_t hi, uint64_t key)
 {
-    const uint64_t *q = p->outrank + dm->sorted;
+    size_t end = hi;
+    while (lo < hi) { /* the first after key */
+        size_t mid = lo + (hi - lo) / 2;
+        if (q[mid] <= key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return end - lo;
+}
+
+static size_t mins_for(const policy_t *p, size_t d, const policy_victims_t *v, size_t ranked,
+                       size_t from, size_t moved, int64_t late, int64_t e)
+{
+    const struct demand *dm = &p->demand[d];
     size_t k = 0;
     for (; from + k < ranked && (int64_t)k < late; k++) {
         uint64_t key = v->key(v->arg, from + k) + moved; /* from the walk's position */
         if (key <= dm->at)
             break; /* used before the demand: not MIN's */
-        size_t lo = 0, hi = dm->nq; /* the first next use after key's */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (q[mid] <= key)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if ((int64_t)(k + dm->nq - lo) >= e)
+        size_t above = 0; /* chunks used up to the demand with a next use after key's */
+        for (size_t i = 0, lo = 0; i <= d; lo = p->demand[i++].nq)
+            above += later_than(p->outrank, lo, p->demand[i].nq, key);
+        if ((int64_t)(k + above) >= e)
             break;
     }
     return k;
 }
 
-size_t policy_evict_ahead(policy_t *p, const policy_link_t *link,
-                          policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg,
-                          const policy_room_t *room, const policy_victims_t *v, size_t *from)
+/* How many ranked victims, from *from on, eviction ahead starts now, by
+ * the last walk (made `moved` events ago). */
+static size_t ahead_count(policy_t *p, const policy_room_t *room, const policy_victims_t *v,
+                          size_t moved, size_t *from)
 {
-    *from = 0;
-    if (!p->following || p->nsched == 0 || link == NULL || link->d2h_bytes_per_ns <= 0 ||
-        link->chunk_bytes == 0)
-        return 0;
-    size_t ns = p->nsched, moved = (p->pos + ns - p->ahead_pos) % ns;
-    if (!p->ahead_ok || p->ahead_basis != p->basis || moved >= AHEAD_EVERY ||
-        (p->ndemands > 0 && moved > p->demand[0].at)) {
-        p->ahead_ok = ahead_walk(p, link, needs, arg);
-        p->ahead_pos = p->pos;
-        p->ahead_basis = p->basis;
-        moved = 0;
-        if (!p->ahead_ok)
-            return 0;
-    }
     size_t most = 0, ranked = 0, dead = 0;
     bool asked = false;
     for (size_t i = 0; i < p->ndemands; i++) {
@@ -831,11 +835,35 @@ size_t policy_evict_ahead(policy_t *p, const policy_link_t *link,
                 dead++; /* freed before their next use: the free gives their blocks back */
             asked = true;
         }
-        size_t k = mins_for(p, dm, v, ranked, dead, moved, late, e);
+        size_t k = mins_for(p, i, v, ranked, dead, moved, late, e);
         most = k > most ? k : most;
     }
     *from = dead;
     return most;
+}
+
+size_t policy_evict_ahead(policy_t *p, const policy_link_t *link,
+                          policy_need_t (*needs)(void *arg, uint32_t chunk), void *arg,
+                          const policy_room_t *room, const policy_victims_t *v, size_t *from)
+{
+    *from = 0;
+    if (!p->following || p->nsched == 0 || link == NULL || link->d2h_bytes_per_ns <= 0 ||
+        link->chunk_bytes == 0)
+        return 0;
+    size_t ns = p->nsched, moved = (p->pos + ns - p->ahead_pos) % ns;
+    bool stale = !p->ahead_ok || p->ahead_basis != p->basis || moved >= AHEAD_EVERY ||
+                 (p->ndemands > 0 && moved > p->demand[0].at);
+    size_t n = stale ? 0 : ahead_count(p, room, v, moved, from);
+    /* a walk kept answers "none" as it is; "some" only if the room has not
+     * changed since (Note [Eviction ahead]) */
+    if (stale || (n > 0 && room->spare != p->ahead_spare)) {
+        p->ahead_ok = ahead_walk(p, link, needs, arg);
+        p->ahead_pos = p->pos;
+        p->ahead_spare = room->spare;
+        p->ahead_basis = p->basis;
+        n = p->ahead_ok ? ahead_count(p, room, v, 0, from) : 0;
+    }
+    return n;
 }
 
 void policy_usage(const policy_t *p, policy_usage_t *out)

@@ -282,3 +282,21 @@ Test(plan, eviction_ahead_skips_data_freed_before_its_next_use)
     cr_assert_eq(n, 12);
     policy_destroy(p);
 }
+
+Test(plan, eviction_ahead_walks_again_when_the_room_changed_under_the_same_position)
+{
+    /* between two events the burst's first four chunks get blocks (from
+     * the four spare): the blocks still late are the 12 of before, not 16 */
+    policy_t *p = ahead_schedule(false);
+    true_rank_t r = {.p = p};
+    policy_victims_t v = {.rank = true_ranked, .key = true_key, .arg = &r};
+    policy_room_t room = {.spare = 4, .reserve = 1};
+    size_t from;
+    cr_assert_eq(policy_evict_ahead(p, &slow_d2h, need_of, NULL, &room, &v, &from), 12);
+    for (uint32_t c = 20; c < 24; c++)
+        ahead_need[c] = POLICY_HAS;
+    room.spare = 0;
+    size_t n = policy_evict_ahead(p, &slow_d2h, need_of, NULL, &room, &v, &from);
+    cr_assert_eq(n, 12, "%zu victims: a walk kept from before counts the four twice", n);
+    policy_destroy(p);
+}
