@@ -45,6 +45,11 @@
  *   "copy_bytes", "copy_direction" and "copy_stream". Says whether remaps slow down, or
  *   slow the link, while a copy engine is busy.
  *
+ * uvm (cuda only; on sim a line on stderr says there are none):
+ *   {"case":"uvm","direction":"h2d|d2h|both","bytes":N,"gbps":..,...}:
+ *   unified memory moved by cuMemPrefetchAsync each way and both at once,
+ *   the peer's link rate beside lms's (bench/remap_uvm.c says how).
+ *
  * The chain is calibrated to about 200 ms (50 with --quick): one axpy is
  * timed (after one untimed) and repeated. On sim, kernels are host functions on the stream's
  * worker thread, so "busy" there measures the host, not a GPU.
@@ -58,6 +63,7 @@
 #include "base/base.h"
 #define BENCH_NAME "remap"
 #include "bench/bench.h"
+#include "bench/remap_uvm.h"
 #include "device/device.h"
 #include "device/kernels/kernels.h"
 
@@ -380,6 +386,10 @@ int main(int argc, char **argv)
     k.copying = false;
     free(s);
     parallel_rows(k.y + vec);
+    if (sim)
+        fprintf(stderr, "bench/remap: no uvm rows on sim: unified memory needs the cuda backend\n");
+    else
+        remap_uvm_rows(machine, quick);
     free(kb);
     bench_check(dev_host_unregister(dev, k.host), "dev_host_unregister");
     free(k.host);
