@@ -8,6 +8,7 @@ so that the preload, the limit and the allocator are each run's own:
   python3 bench/gpt2.py suite [--steps N] [--ratios 2] [--lib build/liblms.so]
       [--layers 24 --width 1024 --heads 16 --seq 1024 --batch 8 --vocab 50257]
       [--small] [--out DIR] [--diagnose] [--timeout SECONDS]
+      [--runs lms,fraction,save_on_cpu,uvm,uvm_prefetch] [--uvm-lib build/bench/libuvm_alloc.so]
 
 runs, for the model given (default: GPT-2 medium's shape, batch 8 x 1024):
   plain        PyTorch alone, no limit: the reference losses, step time, and
@@ -20,12 +21,25 @@ then for each ratio X, with a limit of L = F / X:
   fraction     PyTorch alone with torch.cuda.set_per_process_memory_fraction(
                L / the device's memory): expected to run out of memory;
   save_on_cpu  the same fraction, activations saved to pinned host memory by
-               torch.autograd.graph.save_on_cpu (PyTorch's own offload).
+               torch.autograd.graph.save_on_cpu (PyTorch's own offload);
+  uvm          unified memory, the peer a user would pick instead of lms:
+               every tensor a cuMemAllocManaged allocation, through PyTorch's
+               CUDAPluggableAllocator and bench/uvm_alloc.c (--uvm-lib), with
+               all of the device's free memory but L taken away once PyTorch
+               is up (Note [A device limit for UVM] there), so that X means
+               what it means for lms: F over the device memory the allocator
+               has. The driver migrates pages on demand;
+  uvm_prefetch the same, each allocation also prefetched to the device on
+               its stream (cuMemPrefetchAsync), the one hint an allocator can
+               give.
+--runs picks which of these run at each ratio (lms,fraction,save_on_cpu by
+default; "lms unlimited" runs where lms does).
 
 Each run prints one JSON line {"bench":"gpt2","run":...,"ok":...,"losses":[...],
 "step_ms_median":...,"tokens_per_s":...}; the suite adds a summary line per
 ratio with "loss_equal_lms_unlimited" (bitwise, the gate), "loss_equal" (with
-PyTorch's own allocator) and "throughput_vs_plain". Deterministic
+PyTorch's own allocator) and "throughput_vs_plain" (and the other runs'
+"..._vs_plain" and whether they trained). Deterministic
 algorithms (torch.use_deterministic_algorithms, TF32 off), so that equal
 losses are expected and a difference is a bug.
 
@@ -53,9 +67,14 @@ its cause. --timeout ends a run that takes longer (reported as failed).
               LMS_LOG=info, LMS_STATS=1 and LMS_TRACE_ACCESSES=OUT/<run>.trace.
               Step times then mean nothing.
 
-  python3 bench/gpt2.py run [--save-on-cpu] [--fraction F] ...   one run, for the suite
+  python3 bench/gpt2.py run [--save-on-cpu] [--fraction F]
+      [--allocator torch|uvm|uvm_prefetch --device-limit L] ...   one run, for the suite
+
+trace_model() is the same model for tools/lms-trace-torch.py (bench/calibrate.py
+records it to set the simulator's prediction beside what the card did).
 """
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -92,22 +111,10 @@ def resolve_shape(a):
             setattr(a, name, value)
 
 
-def run(a):
-    if check() != 0:
-        return SKIP
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.use_deterministic_algorithms(True)
-    if hasattr(torch.utils, "deterministic"):  # no NaN fill of every torch.empty: lms would move it
-        torch.utils.deterministic.fill_uninitialized_memory = False
-    dev = torch.device("cuda")
-    if a.fraction > 0:
-        # an index: torch 2.11 refuses a torch.device("cuda") without one
-        torch.cuda.set_per_process_memory_fraction(a.fraction, torch.cuda.current_device())
+def gpt_model(torch, shape):
+    """The model every run trains, from torch.nn: GPT-2's decoder, its head
+    tied to the token embedding. shape has the FULL keys as attributes."""
+    nn, F = torch.nn, torch.nn.functional
 
     class Block(nn.Module):
         def __init__(self, w, h):
@@ -130,10 +137,10 @@ def run(a):
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.tok = nn.Embedding(a.vocab, a.width)
-            self.pos = nn.Embedding(a.seq, a.width)
-            self.blocks = nn.ModuleList(Block(a.width, a.heads) for _ in range(a.layers))
-            self.ln = nn.LayerNorm(a.width)
+            self.tok = nn.Embedding(shape.vocab, shape.width)
+            self.pos = nn.Embedding(shape.seq, shape.width)
+            self.blocks = nn.ModuleList(Block(shape.width, shape.heads) for _ in range(shape.layers))
+            self.ln = nn.LayerNorm(shape.width)
 
         def forward(self, idx):
             x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
@@ -141,14 +148,100 @@ def run(a):
                 x = blk(x)
             return self.ln(x) @ self.tok.weight.t()  # tied head
 
+    return GPT()
+
+
+def make_optimizer(torch, params):
+    return torch.optim.Adam(params, lr=3e-4)
+
+
+def loss_of(torch, logits, target, vocab):
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), target.reshape(-1))
+
+
+def trace_model(batch=None, seq=None):
+    """This file's model and step for tools/lms-trace-torch.py (MODEL
+    gpt2:trace_model, run from bench/), so that bench/calibrate.py simulates
+    what the card trained: the shape from LMS_GPT2_SHAPE (JSON with FULL's
+    keys, as calibrate.py writes it; GPT-2 medium's without it), batch and
+    seq from the recorder's --batch and --seq."""
+    import torch
+    shape = dict(FULL, **json.loads(os.environ.get("LMS_GPT2_SHAPE", "{}")))
+    shape.update({k: v for k, v in (("batch", batch), ("seq", seq)) if v is not None})
+    a = argparse.Namespace(**shape)
     torch.manual_seed(0)
-    model = GPT().to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-4)
+    model = gpt_model(torch, a)
+    idx = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=torch.Generator().manual_seed(1))
+    return (model, ((idx[:, :-1],), idx[:, 1:]), lambda logits, y: loss_of(torch, logits, y, a.vocab),
+            lambda params: make_optimizer(torch, params))
+
+
+# bench/uvm_alloc.c's allocation entry point for each --allocator but torch's
+UVM_ENTRY = {"uvm": "uvm_malloc", "uvm_prefetch": "uvm_malloc_prefetch"}
+
+
+def use_uvm(a):
+    """PyTorch allocates through libuvm_alloc.so (bench/uvm_alloc.c) from here
+    on. Called before check(), which sets CUDA up: PyTorch changes its
+    allocator only before that."""
+    import torch
+    if not torch.cuda.is_available():
+        return  # check() says why
+    lib = os.path.abspath(a.uvm_lib)
+    if not os.path.exists(lib):
+        sys.exit(f"bench/gpt2.py: no {lib}: build it (cmake --build build --target uvm_alloc, "
+                 "where the CUDA toolkit is)")
+    torch.cuda.memory.change_current_allocator(
+        torch.cuda.memory.CUDAPluggableAllocator(lib, UVM_ENTRY[a.allocator], "uvm_free"))
+
+
+def uvm_limit(torch, a, dev):
+    """Leaves unified memory a.device_limit bytes of the device (Note [A
+    device limit for UVM] in bench/uvm_alloc.c): once cuBLAS is up, reserves
+    the rest of what is free. Returns (bytes reserved, bytes free after)."""
+    x = torch.ones(64, 64, device=dev)
+    (x @ x).sum().item()  # cuBLAS's handle and workspace, before the count
+    del x
+    free = torch.cuda.mem_get_info(dev)[0]
+    reserve = free - a.device_limit
+    if reserve > 0:
+        lib = ctypes.CDLL(os.path.abspath(a.uvm_lib))
+        lib.uvm_reserve.restype = ctypes.c_void_p
+        lib.uvm_reserve.argtypes = (ctypes.c_size_t, ctypes.c_int)
+        lib.uvm_reserve(reserve, torch.cuda.current_device())  # aborts, saying why, if it fails
+    return max(reserve, 0), torch.cuda.mem_get_info(dev)[0]
+
+
+def run(a):
+    if a.allocator != "torch":
+        use_uvm(a)
+    if check() != 0:
+        return SKIP
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.use_deterministic_algorithms(True)
+    if hasattr(torch.utils, "deterministic"):  # no NaN fill of every torch.empty: lms would move it
+        torch.utils.deterministic.fill_uninitialized_memory = False
+    dev = torch.device("cuda")
+    if a.fraction > 0:
+        # an index: torch 2.11 refuses a torch.device("cuda") without one
+        torch.cuda.set_per_process_memory_fraction(a.fraction, torch.cuda.current_device())
+    limits = {}
+    if a.allocator != "torch" and a.device_limit > 0:
+        reserved, free = uvm_limit(torch, a, dev)
+        limits = {"device_limit": a.device_limit, "uvm_reserved": reserved, "device_free_at_start": free}
+
+    torch.manual_seed(0)
+    model = gpt_model(torch, a).to(dev)
+    opt = make_optimizer(torch, model.parameters())
     g = torch.Generator().manual_seed(1)
     data = [torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g) for _ in range(4)]
     losses, ms = [], []
     result = {"bench": "gpt2", "run": a.label, "ok": True, "device": torch.cuda.get_device_name(dev),
-              "torch": torch.__version__, "params": sum(p.numel() for p in model.parameters())}
+              "torch": torch.__version__, "allocator": a.allocator,
+              "params": sum(p.numel() for p in model.parameters()), **limits}
     try:
         for step in range(a.steps):
             batch = data[step % len(data)].to(dev)
@@ -157,10 +250,10 @@ def run(a):
             if a.save_on_cpu:
                 with torch.autograd.graph.save_on_cpu(pin_memory=True):
                     logits = model(batch[:, :-1])
-                    loss = F.cross_entropy(logits.reshape(-1, a.vocab), batch[:, 1:].reshape(-1))
+                    loss = loss_of(torch, logits, batch[:, 1:], a.vocab)
             else:
                 logits = model(batch[:, :-1])
-                loss = F.cross_entropy(logits.reshape(-1, a.vocab), batch[:, 1:].reshape(-1))
+                loss = loss_of(torch, logits, batch[:, 1:], a.vocab)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -178,8 +271,10 @@ def run(a):
         result.update(ok=False, error="out of memory", message=text.splitlines()[0][:300])
     timed = ms[2:] if len(ms) > 2 else ms
     # footprint: PyTorch's peak of allocated tensors; 0 without its caching
-    # allocator (PYTORCH_NO_CUDA_MEMORY_CACHING=1 keeps no statistics)
-    result.update(losses=losses, steps=len(losses), footprint=torch.cuda.max_memory_allocated(dev),
+    # allocator (PYTORCH_NO_CUDA_MEMORY_CACHING=1 keeps no statistics), and
+    # none under a pluggable one (which refuses to be asked)
+    footprint = torch.cuda.max_memory_allocated(dev) if a.allocator == "torch" else None
+    result.update(losses=losses, steps=len(losses), footprint=footprint,
                   device_memory=torch.cuda.get_device_properties(dev).total_memory)
     if timed:
         med = statistics.median(timed)
@@ -233,10 +328,10 @@ def log_name(label):
 
 
 # The line that says why a run failed: the exception, a CUDA error, lms's own
-# error, or the fault, in preference to the last line (which under LMS_STATS=1
-# is lms's statistics).
-CAUSE = re.compile(r"CUDA error|Error\b.*:|Exception\b.*:|^lms: error:|illegal|Segmentation|Aborted|"
-                   r"core dumped|Killed")
+# error or bench/uvm_alloc's, or the fault, in preference to the last line
+# (which under LMS_STATS=1 is lms's statistics).
+CAUSE = re.compile(r"CUDA error|Error\b.*:|Exception\b.*:|^lms: error:|^bench/uvm_alloc: error:|"
+                   r"illegal|Segmentation|Aborted|core dumped|Killed")
 
 
 def cause_of(tail):
@@ -319,48 +414,77 @@ def suite(a):
         return pre.returncode if pre.returncode == SKIP else 1
     sys.stderr.write(pre.stderr)
     lib = os.path.abspath(a.lib)
-    if not os.path.exists(lib):
+    if "lms" in a.runs and not os.path.exists(lib):
         sys.exit(f"bench/gpt2.py: no {lib}: build lms first (make build)")
+    if {"uvm", "uvm_prefetch"} & set(a.runs) and not os.path.exists(a.uvm_lib):
+        sys.exit(f"bench/gpt2.py: no {os.path.abspath(a.uvm_lib)}: build it (cmake --build build "
+                 "--target uvm_alloc, where the CUDA toolkit is)")
     a.out = os.path.abspath(a.out)
     os.makedirs(a.out, exist_ok=True)
     open(os.path.join(a.out, "results.jsonl"), "w").close()
     env = json.loads(pre.stdout.strip().splitlines()[-1])
-    env.update(lib=lib, out=a.out, diagnose=a.diagnose,
+    env.update(lib=lib, out=a.out, diagnose=a.diagnose, runs=a.runs,
                shape={k: getattr(a, k) for k in FULL})
     emit(a, env)
     print(f"bench/gpt2.py: each run's log in {a.out}", file=sys.stderr, flush=True)
     lms_env = {"LD_PRELOAD": lib, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
-    plain = child(a, "plain", {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"})
+    torch_env = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+    plain = child(a, "plain", torch_env)
     if not plain["ok"]:
         sys.exit("bench/gpt2.py: the model does not train without a limit; make it smaller")
-    lms_free = child(a, "lms unlimited", lms_env)
+    lms_free = child(a, "lms unlimited", lms_env) if "lms" in a.runs else {}
     footprint, total = plain["footprint"], plain["device_memory"]
     base = plain.get("tokens_per_s") or float("nan")
+
+    def vs_plain(r):
+        return round(r["tokens_per_s"] / base, 3) if r.get("ok") and r.get("tokens_per_s") else None
+
     status = 0
     for x in a.ratios:
         limit = int(footprint / x)
         frac = limit / total
-        r = child(a, f"lms {x}x", dict(lms_env, LMS_DEVICE_LIMIT=str(limit)))
-        fr = child(a, f"fraction {x}x", {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}, ["--fraction", f"{frac:.6f}"])
-        sc = child(a, f"save_on_cpu {x}x", {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
-                   ["--fraction", f"{frac:.6f}", "--save-on-cpu"])
-        equal = r["ok"] and r.get("losses") == plain["losses"]
         summary = {"bench": "gpt2", "case": "summary", "oversub": x, "device_limit": limit,
-                   "footprint": footprint, "lms_trains": r["ok"], "loss_equal": equal,
-                   "loss_equal_lms_unlimited": r["ok"] and r.get("losses") == lms_free.get("losses"),
-                   "final_loss": r.get("losses", [None])[-1] if r.get("losses") else None,
-                   "reference_final_loss": plain["losses"][-1],
-                   "fraction_oom": not fr["ok"] and fr.get("error") == "out of memory",
-                   "save_on_cpu_ok": sc["ok"],
-                   "throughput_vs_plain": round(r["tokens_per_s"] / base, 3) if r.get("tokens_per_s") else None,
-                   "save_on_cpu_vs_plain": round(sc["tokens_per_s"] / base, 3) if sc["ok"] and sc.get("tokens_per_s") else None}
+                   "footprint": footprint, "reference_final_loss": plain["losses"][-1]}
+        if "lms" in a.runs:
+            r = child(a, f"lms {x}x", dict(lms_env, LMS_DEVICE_LIMIT=str(limit)))
+            equal = r["ok"] and r.get("losses") == plain["losses"]
+            summary.update(lms_trains=r["ok"], loss_equal=equal,
+                           loss_equal_lms_unlimited=r["ok"] and r.get("losses") == lms_free.get("losses"),
+                           final_loss=r.get("losses", [None])[-1] if r.get("losses") else None,
+                           throughput_vs_plain=vs_plain(r))
+            # The gate: bitwise the losses of the same allocator with no
+            # limit. Equality with PyTorch's own allocator is reported too
+            # (loss_equal); it is expected (deterministic algorithms, both
+            # 256-byte aligned) but cuBLAS may choose kernels by alignment.
+            status |= not (r["ok"] and summary["loss_equal_lms_unlimited"])
+        if "fraction" in a.runs:
+            fr = child(a, f"fraction {x}x", torch_env, ["--fraction", f"{frac:.6f}"])
+            summary.update(fraction_oom=not fr["ok"] and fr.get("error") == "out of memory")
+        if "save_on_cpu" in a.runs:
+            sc = child(a, f"save_on_cpu {x}x", torch_env, ["--fraction", f"{frac:.6f}", "--save-on-cpu"])
+            summary.update(save_on_cpu_ok=sc["ok"], save_on_cpu_vs_plain=vs_plain(sc))
+        # Unified memory with the device's memory beyond the limit taken
+        # away (Note [A device limit for UVM]); not a gate: the peer's rows
+        for kind in ("uvm", "uvm_prefetch"):
+            if kind in a.runs:
+                u = child(a, f"{kind} {x}x", torch_env,
+                          ["--allocator", kind, "--uvm-lib", os.path.abspath(a.uvm_lib),
+                           "--device-limit", str(limit)])
+                summary.update({f"{kind}_trains": u["ok"], f"{kind}_vs_plain": vs_plain(u),
+                                f"{kind}_loss_equal": u["ok"] and u.get("losses") == plain["losses"]})
         emit(a, summary)
-        # The gate: bitwise the losses of the same allocator with no limit.
-        # Equality with PyTorch's own allocator is reported too (loss_equal);
-        # it is expected (deterministic algorithms, both 256-byte aligned) but
-        # cuBLAS may choose kernels by alignment.
-        status |= not (r["ok"] and summary["loss_equal_lms_unlimited"])
     return status
+
+
+RUNS = ("lms", "fraction", "save_on_cpu", "uvm", "uvm_prefetch")
+
+
+def run_list(text):
+    runs = text.split(",")
+    bad = [r for r in runs if r not in RUNS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{','.join(bad)}: not one of {','.join(RUNS)}")
+    return runs
 
 
 def main():
@@ -376,11 +500,19 @@ def main():
     s.add_argument("--diagnose", action="store_true",
                    help="CUDA_LAUNCH_BLOCKING=1; lms runs with LMS_LOG=info, LMS_STATS=1, LMS_TRACE_ACCESSES")
     s.add_argument("--timeout", type=float, default=0, help="seconds a run may take; 0: no limit")
+    s.add_argument("--runs", type=run_list, default=["lms", "fraction", "save_on_cpu"],
+                   help=f"each ratio's runs, of {','.join(RUNS)} (lms,fraction,save_on_cpu)")
+    uvm_lib = os.path.join(here, "..", "build", "bench", "libuvm_alloc.so")
+    s.add_argument("--uvm-lib", default=uvm_lib, help="bench/uvm_alloc.c built, for the uvm runs")
     r = sub.add_parser("run")
     model_args(r)
     r.add_argument("--label", default="run")
     r.add_argument("--fraction", type=float, default=0)
     r.add_argument("--save-on-cpu", action="store_true")
+    r.add_argument("--allocator", choices=("torch", *UVM_ENTRY), default="torch")
+    r.add_argument("--uvm-lib", default=uvm_lib)
+    r.add_argument("--device-limit", type=int, default=0,
+                   help="uvm: the device's bytes left to unified memory; 0: all")
     sub.add_parser("check", help="whether this python3 has torch and a CUDA device (exit 0, else 77)")
     a = p.parse_args()
     if a.cmd == "check":
