@@ -11,15 +11,20 @@
 # Steps: env (driver, toolkit, CPU), torch (python3's torch and CUDA versions,
 # and which of __cudaLaunchKernel and cudaLaunchKernel torch's libtorch_cuda.so
 # calls), build (fresh, in /tmp/lms-gpu), build_lib (the same, liblms.so
-# only), info (lms-info --json), test (ctest -L gpu), a suite by name
-# (test_device, test_swap, ...: that suite alone on cuda), stress, alloc,
-# swap, remap, vmm_threads, train, many_chunks (the benchmarks on cuda),
-# alloc_sim (bench/alloc on sim: the host alone), preload
-# (tests/gpu/preload-probe.sh), launch_gpu (a hooked launch's real cost) and
-# host_numa (CUDA 13's host-located VMM memory), both under LD_PRELOAD, gpt2
-# (bench/gpt2.py: PyTorch under LD_PRELOAD at 2x), gpt2_e2e (the same at
-# 1.25x-4x), gpt2_small (the small model unlimited and at 2x, --diagnose),
-# gpt2_oversub (the suite at 2x, 4x, 1.25x, short enough for one call).
+# only), build_bench (the same, liblms.so, bench/remap, swap and simulate and
+# bench/libuvm_alloc.so only), info (lms-info --json), test (ctest -L gpu), a
+# suite by name (test_device, test_swap, ...: that suite alone on cuda),
+# stress, alloc, swap, remap (with unified memory's migration rates),
+# vmm_threads, train, many_chunks (the benchmarks on cuda), alloc_sim
+# (bench/alloc on sim: the host alone), preload (tests/gpu/preload-probe.sh),
+# launch_gpu (a hooked launch's real cost) and host_numa (CUDA 13's
+# host-located VMM memory), both under LD_PRELOAD, gpt2 (bench/gpt2.py:
+# PyTorch under LD_PRELOAD at 2x), gpt2_e2e (the same at 1.25x-4x),
+# gpt2_small (the small model unlimited and at 2x, --diagnose), gpt2_oversub
+# (the suite at 2x, 4x, 1.25x, short enough for one call), gpt2_uvm (the
+# suite at 2x: lms beside unified memory, with and without prefetch hints),
+# calibrate (bench/calibrate.py: the simulator's prediction for gpt2_uvm's
+# model and limit beside what the card did; after gpt2_uvm in one call).
 #
 # Plans (one device call each, 9 minutes at most: the call's deadline is
 # 520 s after the script starts unless LMS_GPU_DEADLINE says otherwise; with
@@ -29,6 +34,8 @@
 #             (what never ran on a card first; ctest -L gpu, which has passed
 #             on twelve calls, gets what is left)
 #   first 2   env build_lib gpt2_oversub
+#   first 3   env build_bench remap gpt2_uvm calibrate swap (issue 26: unified
+#             memory, the peer, beside lms, and the simulator's calibration)
 # From the repository root, in the device tool's run:
 #   eval "$(sh .deps/deps.sh unpack .deps /opt/lmsdeps)" && sh tools/gpu-session.sh "$OUT" first 1
 #
@@ -47,9 +54,11 @@
 # LMS_GPU_BUILD (default build/; nothing is compiled), lms-info runs on sim,
 # the steps that need a card are listed as "skipped: needs a card", and the
 # others run and must pass or skip (77): the preload probe, launch_gpu,
-# host_numa and gpt2.py skip without a card or torch. A plan without a call
-# number is both calls. It fails when a step fails or OUTDIR holds more than 8
-# files.
+# host_numa and gpt2.py skip without a card or torch, and calibrate, with no
+# rows, predicts the small model alone (skipped where python3 has no torch).
+# A plan without a call number is each of its calls in turn, each into
+# OUTDIR/callN. It fails when a step fails or a call's folder holds more than
+# 8 files.
 set -u
 
 # Steps that cannot run without a card (--dry-run skips them): one list.
@@ -64,7 +73,7 @@ card_step() {
 jsonl_step() {
     case $1 in
     alloc | alloc_sim | swap | remap | vmm_threads | train | gpt2 | gpt2_e2e | gpt2_small | gpt2_oversub | \
-        launch_gpu | host_numa) return 0 ;;
+        gpt2_uvm | calibrate | launch_gpu | host_numa) return 0 ;;
     *) return 1 ;;
     esac
 }
@@ -95,7 +104,20 @@ plan() {
     # slack (485 s) before the deadline; each run is ended at 150 s. 2x first (issue 6's gate), 1.25x last: if the
     # deadline cuts the suite, the run it loses is the least needed.
     first:2) echo env:30 build_lib:150 gpt2_oversub:480 ;;
-    first:) echo "$(plan first 1) $(plan first 2)" ;;
+    # Issue 26's GPU half. A fresh machine: liblms.so and the benchmarks the
+    # call runs (~30 s, the full build took 37 s); bench/remap ~30 s (its
+    # rows as before, ~25 s, then 2 GiB of managed memory filled on the host
+    # and 1 GiB moved 16 times each way and 8 both ways, ~3 s); gpt2_uvm
+    # (GPT-2 medium at 2x, 4 steps, each run ended at 100 s): plain ~15 s,
+    # lms unlimited ~25 s, lms at 2x ~45 s (a first step of 11.5 s, then 3 s
+    # a step on 2026-11-26's H200), uvm and uvm_prefetch unknown, at most
+    # 100 s each (a step's progress line is in its log when the run is cut):
+    # ~285 s at most; calibrate: the model recorded on meta (26 s on this
+    # project's 2-core CPU machine) and simulated twice at the suite's limit
+    # (14 s each there), ~30 s on the card's host; swap last, with what is
+    # left (~100 s; its rows were 2026-11-23's, on another card). About 400 s
+    # in all, under the 520 s deadline.
+    first:3) echo env:30 build_bench:150 remap:120 gpt2_uvm:300 calibrate:90 swap:150 ;;
     *) return 1 ;;
     esac
 }
@@ -168,11 +190,16 @@ step_build() {
             -DLMS_JEMALLOC_TARBALL="$PWD/.deps/jemalloc_5.3.0.orig.tar.bz2" || return
     if [ "$1" = build_lib ]; then
         cmake --build "$B" -j"$(nproc)" --target lms # liblms.so alone
+    elif [ "$1" = build_bench ]; then # what plan first 3 runs; uvm_alloc last, as a toolkit
+        # without libcuda's stub has no such target (bench/CMakeLists.txt): the rest is built
+        cmake --build "$B" -j"$(nproc)" --target lms bench_remap bench_swap bench_simulate &&
+            cmake --build "$B" -j"$(nproc)" --target uvm_alloc
     else
         cmake --build "$B" -j"$(nproc)"
     fi
 }
 step_build_lib() { step_build "$@"; }
+step_build_bench() { step_build "$@"; }
 step_info() {
     backend=cuda
     [ "$DRY" = 1 ] && backend=sim
@@ -213,6 +240,20 @@ step_gpt2_e2e() { gpt2 --ratios 1.25,1.5,2,4 --steps 12; }
 # a run that hangs is ended by --timeout and the next one runs
 step_gpt2_small() { gpt2 --small --ratios 2 --diagnose --timeout 90; }
 step_gpt2_oversub() { gpt2 --ratios 2,4,1.25 --steps 6 --timeout 150; } # see plan first 2
+step_gpt2_uvm() { # see plan first 3
+    gpt2 --ratios 2 --runs lms,uvm,uvm_prefetch --steps 4 --timeout 100 \
+        --uvm-lib "$B/bench/libuvm_alloc.so"
+}
+step_calibrate() { # the simulator beside gpt2_uvm's rows, which are in the folder beside ART
+    command -v python3 >/dev/null || { echo "no python3"; exit 77; }
+    if [ "$DRY" = 1 ]; then # no card, no rows: the small model's prediction alone
+        python3 bench/calibrate.py --predict-only --small --simulate "$B/bench/simulate" --out "$ART"
+        exit
+    fi
+    results=$(dirname "$ART")/gpt2_uvm/results.jsonl
+    [ -f "$results" ] || missing "$results (the gpt2_uvm step's, earlier in the same call)"
+    python3 bench/calibrate.py --results "$results" --simulate "$B/bench/simulate" --out "$ART"
+}
 
 if [ "${1:-}" = --do ]; then # one step, run under timeout by the loop below
     "$(step_fn "$2")" "$2" "$3"
@@ -237,12 +278,20 @@ fi
 cd "$(dirname "$self")/.." || exit 2 # the repository root: steps name its files
 
 deadline=${LMS_GPU_DEADLINE:-0}
-if steps=$(plan "$1" "${2:-}"); then
-    label="plan $*"
-    if [ $# -lt 2 ] && [ "$dry" = 0 ]; then
-        echo "gpu-session.sh: say which call of plan $1 (e.g. $1 1): one call cannot hold both" >&2
+if [ $# = 1 ] && plan "$1" 1 >/dev/null; then # a plan without a call number
+    if [ "$dry" = 0 ]; then
+        echo "gpu-session.sh: say which call of plan $1 (e.g. $1 1): one call cannot hold them all" >&2
         exit 2
     fi
+    rc=0 n=1
+    while plan "$1" "$n" >/dev/null; do # each call's dry run, as the card would run it
+        sh "$self" --dry-run "$out/call$n" "$1" "$n" || rc=1
+        n=$((n + 1))
+    done
+    exit $rc
+fi
+if steps=$(plan "$1" "${2:-}"); then
+    label="plan $*"
     [ "$deadline" -gt 0 ] || [ "$dry" = 1 ] || deadline=$(($(date +%s) + 520))
 else
     steps=$*
