@@ -4,7 +4,7 @@
  *
  *   build/bench/train [--oversub X[,Y...]] [--steps N] [--layers L]
  *                     [--width W] [--batch B] [--quick] [--dynamic]
- *                     [--link-ratio R]
+ *                     [--link-ratio R] [--evict-ahead V[,V...]]
  *
  * The model (bench/model.h): an MLP of L layers of W x W with Adam, batch B;
  * every tensor in lms. First a reference run with a device limit above the
@@ -30,6 +30,11 @@
  * operations per byte of memory than a GPU, so a step has much more time to
  * hide its copies in than on a GPU.
  *
+ * --evict-ahead V[,V...]: runs each X once for each value of eviction ahead
+ * (0 or 1, in the order given; Note [Eviction ahead] in policy/policy.c),
+ * in place of LMS_EVICT_AHEAD's, so that a before and after come from one
+ * run, with one link; each run's lines carry its value.
+ *
  * Output: JSON lines on stdout, each with "bench":"train":
  *   "case":"settings"  the machine, the model and the limits
  *   "case":"step"      per run and step: loss (and its bits), ms, GB fetched
@@ -41,8 +46,11 @@
  *                      kernels to finish with it, so it is high whenever the
  *                      device is small, even when nothing is lost)
  *   the summary per X: {"bench":"train","oversub":X,"steps":N,
- *                       "loss_identical":true|false,"step_over_unlimited":R,...}
- * where loss_identical says whether every step's loss was bitwise the
+ *                       "loss_identical":true|false,"step_over_unlimited":R,...,
+ *                       "h2d_busy_ms","d2h_busy_ms","both_busy_ms"}
+ * the last three a step on average (steps after the first): how long the
+ * copies kept each direction of the link busy, and both at once, as the
+ * device ran them (swap_link_busy), where loss_identical says whether every step's loss was bitwise the
  * reference's, and R is the median step time over the reference's, steps
  * after the first (which learns the schedule) only. Progress for people on
  * stderr. Exit status 1 when a run fails or a loss differs.
@@ -71,6 +79,7 @@ typedef struct run_result {
     uint64_t chunk;
     double total_ms;  /* all steps */
     double h2d_gbps, d2h_gbps; /* the sim's throttle; 0: none (or cuda) */
+    swap_link_busy_t busy;     /* the copies' busy time over steps 1.. (all, if only one) */
     char backend[16], device[128];
 } run_result_t;
 
@@ -113,12 +122,16 @@ static uint32_t float_bits(float f)
 
 /* One run: lms started with device limit `limit` (0: room for the whole
  * model), the model made and trained for `steps` steps. `label` names the
- * run in the step lines. `trace` off leaves LMS_TRACE out of it. */
+ * run in the step lines. `trace` off leaves LMS_TRACE out of it.
+ * evict_ahead: 0 or 1, or -1 for LMS_EVICT_AHEAD's. */
 static void train(const char *label, uint64_t limit, uint64_t host_limit, bool trace,
-                  const run_result_t *ref, run_result_t *r)
+                  int evict_ahead, const run_result_t *ref, run_result_t *r)
 {
     swap_config_t cfg;
     swap_config_from_options(&cfg);
+    cfg.measure_links = true;
+    if (evict_ahead >= 0)
+        cfg.evict_ahead = evict_ahead;
     uint64_t granularity = cfg.device.sim_granularity;
     if (limit == 0) /* the reference: twice the model, the chunk rounding's worst case */
         limit = round_up(2 * model_bytes(&shape) + 64 * BASE_MiB, granularity);
@@ -152,7 +165,10 @@ static void train(const char *label, uint64_t limit, uint64_t host_limit, bool t
     r->ms = calloc((size_t)steps, sizeof *r->ms);
     if (r->loss == NULL || r->ms == NULL)
         bench_die("out of host memory");
+    swap_link_busy_t busy0 = {0}, busy;
     for (int i = 0; i < steps; i++) {
+        if (i == (steps > 1 ? 1 : 0))
+            bench_check(swap_link_busy(&busy0), "swap_link_busy");
         uint64_t t0 = base_now_ns();
         bench_check(model_step(m, stream, &r->loss[i]), "model_step");
         uint64_t t1 = base_now_ns();
@@ -174,6 +190,10 @@ static void train(const char *label, uint64_t limit, uint64_t host_limit, bool t
                 gb(now.bytes_d2h - before.bytes_d2h), stall, r->ms[i]);
         before = now;
     }
+    bench_check(swap_link_busy(&busy), "swap_link_busy");
+    r->busy = (swap_link_busy_t){.h2d_ns = busy.h2d_ns - busy0.h2d_ns,
+                                 .d2h_ns = busy.d2h_ns - busy0.d2h_ns,
+                                 .both_ns = busy.both_ns - busy0.both_ns};
     bench_check(lms_stats(&r->stats), "lms_stats");
     if (model_peak_allocated(m) > r->footprint)
         r->footprint = model_peak_allocated(m);
@@ -193,7 +213,8 @@ static void train(const char *label, uint64_t limit, uint64_t host_limit, bool t
 static void usage(void)
 {
     fprintf(stderr, "usage: train [--oversub X[,Y...]] [--steps N] [--layers L] [--width W] "
-                    "[--batch B] [--quick] [--dynamic] [--link-ratio R]\n");
+                    "[--batch B] [--quick] [--dynamic] [--link-ratio R] "
+                    "[--evict-ahead V[,V...]]\n");
     exit(2);
 }
 
@@ -206,10 +227,25 @@ static long positive(const char *text)
     return v;
 }
 
+/* A list of 0s and 1s, "V[,V...]", into out[0..MAX_RATIOS); how many. */
+static int bits(const char *v, int *out)
+{
+    int n = 0;
+    for (char *end; *v != '\0'; v = *end == ',' ? end + 1 : end) {
+        long x = strtol(v, &end, 10);
+        if (n == MAX_RATIOS || end == v || (x != 0 && x != 1) || (*end != ',' && *end != '\0'))
+            usage();
+        out[n++] = (int)x;
+    }
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     double ratio[MAX_RATIOS] = {4};
     int nratio = 1;
+    int ahead[MAX_RATIOS] = {-1}; /* eviction ahead's values; -1: LMS_EVICT_AHEAD's */
+    int nahead = 1;
     double link_ratio = 0, memory = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -234,6 +270,8 @@ int main(int argc, char **argv)
                     usage();
                 nratio++;
             }
+        } else if (strcmp(a, "--evict-ahead") == 0) {
+            nahead = bits(v, ahead);
         } else if (strcmp(a, "--link-ratio") == 0) {
             link_ratio = strtod(v, NULL);
             if (!(link_ratio >= 1))
@@ -260,7 +298,7 @@ int main(int argc, char **argv)
     /* Pinned host memory for everything, with room for the reclaim thread. */
     uint64_t host_limit = round_up(2 * model_bytes(&shape) + 64 * BASE_MiB, 2 * BASE_MiB);
     run_result_t ref = {0};
-    train("unlimited", 0, host_limit, false, NULL, &ref);
+    train("unlimited", 0, host_limit, false, -1, NULL, &ref);
     char cpu[128];
     base_host_cpu(cpu, sizeof cpu);
     printf("{\"bench\":\"train\",\"case\":\"settings\",\"backend\":\"%s\",\"device\":", ref.backend);
@@ -279,7 +317,9 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     int status = 0;
-    for (int k = 0; k < nratio; k++) {
+    int runs = nratio * nahead;
+    for (int run = 0; run < runs; run++) {
+        int k = run / nahead, ea = ahead[run % nahead];
         uint64_t limit = (uint64_t)((double)ref.footprint / ratio[k]) / ref.chunk * ref.chunk;
         if (limit == 0) {
             fprintf(stderr, "bench/train: %gx of a %llu-byte footprint is less than one %llu-byte "
@@ -289,19 +329,24 @@ int main(int argc, char **argv)
         }
         run_result_t r = {0};
         char label[32];
-        snprintf(label, sizeof label, "%gx", ratio[k]);
-        train(label, limit, host_limit, k + 1 == nratio, &ref, &r);
+        if (ea < 0)
+            snprintf(label, sizeof label, "%gx", ratio[k]);
+        else
+            snprintf(label, sizeof label, "%gx ahead %d", ratio[k], ea);
+        train(label, limit, host_limit, run + 1 == runs, ea, &ref, &r);
         bool identical = true;
         for (int i = 0; i < steps; i++)
             identical &= float_bits(r.loss[i]) == float_bits(ref.loss[i]);
-        double steps_d = steps;
-        printf("{\"bench\":\"train\",\"oversub\":%g,\"steps\":%d,\"loss_identical\":%s,"
+        double steps_d = steps, timed = steps > 1 ? steps - 1 : 1;
+        printf("{\"bench\":\"train\",\"oversub\":%g,\"evict_ahead\":%d,\"steps\":%d,"
+               "\"loss_identical\":%s,"
                "\"step_over_unlimited\":%.3f,\"oversub_measured\":%.3f,\"device_limit\":%llu,"
                "\"step_ms\":%.3f,\"unlimited_step_ms\":%.3f,\"h2d_gb_per_step\":%.4f,"
                "\"d2h_gb_per_step\":%.4f,\"stall_pct\":%.2f,\"lms_blocked_pct\":%.2f,\"prefetch_hits\":%llu,"
                "\"fetches\":%llu,\"evictions\":%llu,\"clean_drops\":%llu,\"ooms\":%llu,"
-               "\"final_loss\":%.9g}\n",
-               ratio[k], steps, identical ? "true" : "false", r.median_ms / ref.median_ms,
+               "\"final_loss\":%.9g,\"h2d_busy_ms\":%.1f,\"d2h_busy_ms\":%.1f,"
+               "\"both_busy_ms\":%.1f}\n",
+               ratio[k], ea >= 0 ? ea : (int)base_options()->evict_ahead, steps, identical ? "true" : "false", r.median_ms / ref.median_ms,
                (double)ref.footprint / (double)r.device_limit, (unsigned long long)r.device_limit,
                r.median_ms, ref.median_ms, gb(r.stats.bytes_h2d) / steps_d,
                gb(r.stats.bytes_d2h) / steps_d,
@@ -309,10 +354,13 @@ int main(int argc, char **argv)
                100.0 * (double)r.stats.stall_ns / 1e6 / r.total_ms,
                (unsigned long long)r.stats.prefetch_hits, (unsigned long long)r.stats.fetches,
                (unsigned long long)r.stats.evictions, (unsigned long long)r.stats.clean_drops,
-               (unsigned long long)r.stats.ooms, r.loss[steps - 1]);
+               (unsigned long long)r.stats.ooms, r.loss[steps - 1], (double)r.busy.h2d_ns / 1e6 / timed,
+               (double)r.busy.d2h_ns / 1e6 / timed, (double)r.busy.both_ns / 1e6 / timed);
         fflush(stdout);
-        fprintf(stderr, "train %gx: losses %s the unlimited run's; step time %.2fx unlimited\n",
-                ratio[k], identical ? "bitwise equal to" : "DIFFER from", r.median_ms / ref.median_ms);
+        fprintf(stderr, "train %s: losses %s the unlimited run's; step time %.2fx unlimited; "
+                        "both directions busy %.0f ms a step\n",
+                label, identical ? "bitwise equal to" : "DIFFER from", r.median_ms / ref.median_ms,
+                (double)r.busy.both_ns / 1e6 / timed);
         if (!identical)
             status = 1;
         free(r.loss);

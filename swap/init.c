@@ -78,8 +78,9 @@ void swap_destroy_locked(void)
      * can report no more (closed) */
     bool tracing = timeline_on;
     lms_stats_t final;
-    if (tracing) {
+    if (tracing)
         final_stats(&final);
+    if (tracing || S->cfg.measure_links) {
         if (dev_set_observer(S->dev, NULL, NULL) != LMS_OK)
             base_log(BASE_LOG_DEBUG, "LMS_TRACE: the last device work may be missing: %s",
                      lms_last_error());
@@ -272,10 +273,12 @@ lms_status_t swap_init_locked(const swap_config_t *cfg, bool from_options)
         goto fail;
     if (cfg->preallocate && (st = blocks_preallocate(&S->blocks)) != LMS_OK)
         goto fail;
-    if (timeline_on) { /* the device's work from now on */
+    if (timeline_on || cfg->measure_links) { /* the device's work from now on */
         timeline_copy_streams(S->xfers.h2d, S->xfers.d2h);
         if ((st = dev_set_observer(S->dev, timeline_device_work, NULL)) != LMS_OK)
             goto fail;
+    }
+    if (timeline_on) {
         static pthread_once_t once = PTHREAD_ONCE_INIT;
         pthread_once(&once, register_timeline_at_exit);
     }

@@ -4,6 +4,7 @@
  */
 #include "base/lockorder.h"
 #include "swap/internal.h"
+#include "swap/trace.h"
 
 _Static_assert((int)SWAP_CHUNK_UNBACKED == UNBACKED && (int)SWAP_CHUNK_RESIDENT == RESIDENT &&
                    (int)SWAP_CHUNK_EVICTING == EVICTING && (int)SWAP_CHUNK_HOST == HOST &&
@@ -43,6 +44,23 @@ lms_status_t swap_chunk_state(const void *ptr, swap_chunk_state_t *out)
         st = base_fail(LMS_ERR_INVALID, "swap_chunk_state: %p is outside lms's range", ptr);
     else
         *out = (swap_chunk_state_t)S->chunks.ch[(a - S->base) / S->chunk].state;
+    lo_unlock(&swap_lock, LO_SWAP);
+    return st;
+}
+
+lms_status_t swap_link_busy(swap_link_busy_t *out)
+{
+    if (out == NULL)
+        return base_fail(LMS_ERR_INVALID, "swap_link_busy: NULL out");
+    lo_lock(&swap_lock, LO_SWAP);
+    lms_status_t st = LMS_OK;
+    if (S == NULL)
+        st = base_fail(LMS_ERR_INVALID, "swap_link_busy: lms is not initialized");
+    else if (!timeline_on && !S->cfg.measure_links)
+        st = base_fail(LMS_ERR_INVALID, "swap_link_busy: the links are not measured (set "
+                                        "swap_config_t.measure_links, or LMS_TRACE)");
+    else
+        timeline_link_busy(&out->h2d_ns, &out->d2h_ns, &out->both_ns);
     lo_unlock(&swap_lock, LO_SWAP);
     return st;
 }

@@ -42,6 +42,8 @@ typedef struct swap_config {
                                follow a schedule, never prefetch */
     const char *trace_path; /* LMS_TRACE: the file of the timeline (docs/timeline-format.md),
                                truncated at init; NULL or "": none */
+    bool measure_links;     /* keep the copies' busy time each way (swap_link_busy), from
+                               the device's observer, also with no timeline */
 } swap_config_t;
 
 /* Fills cfg from the LMS_* options. */
@@ -92,6 +94,18 @@ lms_status_t swap_probe(swap_probe_t *out);
 /* The state of the chunk that holds address ptr of the reserved range;
  * LMS_ERR_INVALID outside it or when lms is not initialized. */
 lms_status_t swap_chunk_state(const void *ptr, swap_chunk_state_t *out);
+
+/* The time lms's copies kept each direction of the link busy, and both at
+ * once, since init, as the device measured the copies (Note [Both
+ * directions busy] in swap/trace.c). */
+typedef struct swap_link_busy {
+    uint64_t h2d_ns, d2h_ns; /* a copy ran that way */
+    uint64_t both_ns;        /* copies ran both ways at once */
+} swap_link_busy_t;
+
+/* LMS_ERR_INVALID when lms is not initialized, or measures neither a
+ * timeline (LMS_TRACE) nor the links (swap_config_t.measure_links). */
+lms_status_t swap_link_busy(swap_link_busy_t *out);
 
 /* lms's copy stream toward the device (h2d) or the host; NULL when lms is
  * not initialized. A test queues a host function on it to hold copies back. */

@@ -49,6 +49,7 @@
 #define LINE_BYTES 1024u               /* the longest line but otherData */
 #define MEMORY_EVERY_NS 100000u        /* 100 us between memory counters */
 #define FLUSH_EVERY_NS 1000000000u     /* the buffer reaches the file at least this often */
+#define LINK_SPANS 256u                /* copies of each direction kept for the overlap */
 
 bool timeline_on;
 
@@ -75,6 +76,15 @@ static struct {
     size_t chunk;
     double h2d_gbps, d2h_gbps;
     const char *link_source;
+    /* the links' busy time (Note [Both directions busy]); kept while observing */
+    struct {
+        uint64_t busy[2], both;   /* ns: [0] H2D, [1] D2H */
+        uint64_t end[2];          /* the end of the latest span of each direction */
+        struct {
+            uint64_t start, end;
+        } span[2][LINK_SPANS];    /* a ring of each direction's latest spans */
+        size_t next[2], n[2];
+    } link;
     /* swap_lock: the memory counter (timeline_memory) */
     struct {
         uint64_t resident, host; /* the latest values reported */
@@ -268,6 +278,56 @@ void timeline_copy_streams(dev_stream_t *h2d, dev_stream_t *d2h)
     lo_lock(&timeline_lock, LO_TIMELINE);
     T.h2d = h2d;
     T.d2h = d2h;
+    memset(&T.link, 0, sizeof T.link);
+    lo_unlock(&timeline_lock, LO_TIMELINE);
+}
+
+/* ---- the links' busy time ------------------------------------------------------- */
+
+/*
+ * Note [Both directions busy]
+ * A full-duplex link is used well when copies in and out run at once, and
+ * that is measured from the device's own account of each copy (its span,
+ * as the observer reports it: on sim its slot on the throttled link), not
+ * from when lms queued it: an eviction's copy may wait long on its stream
+ * for the work that used its chunks. Each direction's copies run one at a
+ * time on its stream and are reported in order, so its busy time is the
+ * sum of its spans (clipped to start after the last one's end), and the
+ * time both were busy is the sum of each pair's overlap, counted once, by
+ * whichever of the two is reported later: against the other direction's
+ * latest LINK_SPANS spans, newest first, as far back as one ends after the
+ * new one starts. The two streams report in any interleaving, but never
+ * hundreds of copies apart.
+ */
+static void link_span(int dir, uint64_t start, uint64_t end)
+{
+    if (start < T.link.end[dir])
+        start = T.link.end[dir];
+    if (end <= start)
+        return;
+    T.link.busy[dir] += end - start;
+    T.link.end[dir] = end;
+    int other = !dir;
+    for (size_t k = 0; k < T.link.n[other]; k++) {
+        size_t i = (T.link.next[other] + LINK_SPANS - 1 - k) % LINK_SPANS;
+        uint64_t s = T.link.span[other][i].start, e = T.link.span[other][i].end;
+        if (e <= start)
+            break; /* and every older one ends earlier still */
+        uint64_t lo = s > start ? s : start, hi = e < end ? e : end;
+        T.link.both += hi > lo ? hi - lo : 0;
+    }
+    T.link.span[dir][T.link.next[dir]].start = start;
+    T.link.span[dir][T.link.next[dir]].end = end;
+    T.link.next[dir] = (T.link.next[dir] + 1) % LINK_SPANS;
+    T.link.n[dir] += T.link.n[dir] < LINK_SPANS;
+}
+
+void timeline_link_busy(uint64_t *h2d_ns, uint64_t *d2h_ns, uint64_t *both_ns)
+{
+    lo_lock(&timeline_lock, LO_TIMELINE);
+    *h2d_ns = T.link.busy[0];
+    *d2h_ns = T.link.busy[1];
+    *both_ns = T.link.both;
     lo_unlock(&timeline_lock, LO_TIMELINE);
 }
 
@@ -301,9 +361,13 @@ void timeline_device_work(void *ctx, const dev_work_t *w)
 {
     (void)ctx;
     lo_lock(&timeline_lock, LO_TIMELINE);
-    if (!T.open || T.broken || w->stream == NULL) /* NULL: a stream gone since; never lms's */
+    if (w->stream == NULL) /* a stream gone since; never lms's */
         goto out;
     bool h2d = w->stream == T.h2d, d2h = w->stream == T.d2h;
+    if (h2d || d2h)
+        link_span(d2h, w->start_ns, w->end_ns);
+    if (!T.open || T.broken)
+        goto out;
     if (h2d || d2h) { /* lms's copies */
         line(false, "{\"name\":\"%s\",\"cat\":\"copy\",\"ph\":\"X\",\"ts\":%s,\"dur\":%s,"
                     "\"pid\":%ld,\"tid\":%d,\"args\":{\"bytes\":%zu}}",

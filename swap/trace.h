@@ -39,12 +39,20 @@ typedef enum timeline_by {
 HIDDEN lms_status_t timeline_open(const char *path, const dev_info_t *info,
                                   const dev_config_t *dev);
 
-/* lms's copy streams: their work is drawn on the H2D and D2H tracks; work
- * on any other stream is the program's (a compute track per stream). */
+/* lms's copy streams: their work is drawn on the H2D and D2H tracks and
+ * counted in the links' busy time (which starts again at 0); work on any
+ * other stream is the program's (a compute track per stream). */
 HIDDEN void timeline_copy_streams(dev_stream_t *h2d, dev_stream_t *d2h);
 
-/* The device's observer (dev_set_observer(dev, timeline_device_work, NULL)). */
+/* The device's observer (dev_set_observer(dev, timeline_device_work, NULL)),
+ * set while a timeline is written or the links are measured
+ * (swap_config_t.measure_links): it keeps the links' busy time whether or
+ * not a timeline is open. */
 HIDDEN void timeline_device_work(void *ctx, const dev_work_t *work);
+
+/* The time the copy streams kept each direction busy, and both at once,
+ * since timeline_copy_streams (Note [Both directions busy] in trace.c). */
+HIDDEN void timeline_link_busy(uint64_t *h2d_ns, uint64_t *d2h_ns, uint64_t *both_ns);
 
 /* Decisions, made at at_ns (base_now_ns()); a run of chunks moved as one
  * operation is one report. fetch: ahead = prefetched by the schedule, else

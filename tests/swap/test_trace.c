@@ -15,6 +15,7 @@
  * the format, each event line and otherData parsed with tests/support/json.c,
  * and the whole file parsed as one JSON value too.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -562,6 +563,57 @@ Test(trace, throttled_copies_last_as_long_as_the_link_takes_and_the_link_is_reco
     }
     cr_assert_gt(copies, 0);
     unload(&tl);
+}
+
+/* The time the spans of tl named `name` (one stream's, so one after another)
+ * cover, into busy; their starts and ends into se[0..2n). How many. */
+static size_t copy_spans(const timeline_t *tl, const char *name, double *se, double *busy)
+{
+    size_t n = 0;
+    *busy = 0;
+    for (size_t i = 0; i < tl->n; i++)
+        if (named(tl->events[i], name)) {
+            se[2 * n] = num(tl->events[i], "ts");
+            se[2 * n + 1] = se[2 * n] + num(tl->events[i], "dur");
+            *busy += se[2 * n + 1] - se[2 * n];
+            n++;
+        }
+    return n;
+}
+
+/* Note [Both directions busy] (swap/trace.c): what swap_link_busy says is
+ * what the timeline's copy spans say: each direction's time, and the time
+ * both had a copy running. */
+Test(trace, the_links_busy_time_is_what_the_copy_spans_cover_each_way_and_both_at_once)
+{
+    swap_config_t cfg = config();
+    cfg.device.sim_h2d_gbps = cfg.device.sim_d2h_gbps = 1;
+    start(cfg);
+    reads_and_fillers(6);
+    lms_stats_t st = test_settled_stats();
+    swap_link_busy_t b;
+    TEST_OK(swap_link_busy(&b));
+    TEST_OK(lms_shutdown());
+    timeline_t tl = load();
+    double *h = calloc(2 * tl.n, sizeof *h), *d = calloc(2 * tl.n, sizeof *d), hb, db, both = 0;
+    cr_assert(h != NULL && d != NULL);
+    size_t nh = copy_spans(&tl, "h2d", h, &hb), nd = copy_spans(&tl, "d2h", d, &db);
+    for (size_t i = 0; i < nh; i++) /* each direction's spans are disjoint */
+        for (size_t k = 0; k < nd; k++)
+            both += fmax(0, fmin(h[2 * i + 1], d[2 * k + 1]) - fmax(h[2 * i], d[2 * k]));
+    double slack = 0.002 * (double)(nh + nd); /* us: each span rounded to its ns */
+    cr_assert(fabs(hb - (double)b.h2d_ns / 1e3) <= slack && fabs(db - (double)b.d2h_ns / 1e3) <=
+              slack, "H2D %.3f us (spans %.3f), D2H %.3f us (spans %.3f)",
+              (double)b.h2d_ns / 1e3, hb, (double)b.d2h_ns / 1e3, db);
+    cr_assert(both > 0 && fabs(both - (double)b.both_ns / 1e3) <= slack,
+              "both at once %.3f us, the spans' overlap %.3f us", (double)b.both_ns / 1e3, both);
+    cr_assert_eq(st.bytes_h2d, (uint64_t)sum(&tl, "h2d", "bytes"));
+    free(h);
+    free(d);
+    unload(&tl);
+    cfg.trace_path = NULL; /* and with neither a timeline nor measure_links, nothing is kept */
+    start(cfg);
+    TEST_FAILS(LMS_ERR_INVALID, swap_link_busy(&b));
 }
 
 /* The compute spans of tl named `name`, at most `max`, into out; how many. */
