@@ -10,7 +10,8 @@
  *       [--device BYTES] [--iterations N] [--link h100-pcie5|pcie4|c2c]
  *       [--h2d-gbps G] [--d2h-gbps G] [--both-factor F] [--map-us-per-mib U]
  *       [--set-access-us-per-mib U] [--set-access-d2h-us-per-mib U]
- *       [--unmap-us-per-mib U] [--placement lms|chunks] [--dump-trace FILE]
+ *       [--unmap-us-per-mib U] [--placement lms|chunks]
+ *       [--vmm-order defer|fifo] [--dump-trace FILE]
  *
  *   {"bench":"simulate","model":"discrete-event",...,"host_cpu":...}   the settings
  *   {"bench":"simulate","workload":W,...,"footprint_bytes":...}        each workload's shape
@@ -167,6 +168,13 @@ static void print_link(const sim_config_t *cfg)
     printf("}");
 }
 
+/* ,"placement":...,"vmm_order":...: how the model ran a line's workload. */
+static void print_placement(const sim_workload_t *w, const sim_config_t *cfg)
+{
+    printf(",\"placement\":\"%s\",\"vmm_order\":\"%s\"", sim_placement_name[w->placement],
+           cfg->vmm_defer ? "defer" : "fifo");
+}
+
 static void sim_exit(int status, const char *fmt, va_list ap) __attribute__((noreturn));
 static void sim_exit(int status, const char *fmt, va_list ap)
 {
@@ -262,7 +270,7 @@ static void print_row(const sim_workload_t *w, const sim_config_t *cfg, const ro
            "\"compute_ms\":%.3f,\"stall_ms\":%.3f,\"bound\":\"%s\",\"bytes_h2d\":%llu,"
            "\"bytes_d2h\":%llu,\"prefetched\":%llu,\"footprint_bytes\":%llu,\"device_bytes\":%llu,"
            "\"in_min_bytes\":%llu,\"out_min_bytes\":%llu,\"fetches\":%llu,\"evictions\":%llu,"
-           "\"clean_drops\":%llu,\"following\":%s",
+           "\"clean_drops\":%llu,\"set_access_beside_d2h_ms\":%.3f,\"following\":%s",
            step > 0 ? stall / step : 0,
            (unsigned long long)(r->h2d + r->d2h), step / 1e6, row->lb_ns / 1e6,
            (double)r->compute_ns / 1e6, stall / 1e6, row->bound, (unsigned long long)r->h2d,
@@ -272,10 +280,11 @@ static void print_row(const sim_workload_t *w, const sim_config_t *cfg, const ro
            (unsigned long long)(row->b.in_chunks * w->chunk_bytes),
            (unsigned long long)(row->b.out_chunks * w->chunk_bytes), (unsigned long long)r->fetches,
            (unsigned long long)r->evictions, (unsigned long long)r->clean_drops,
+           (double)r->access_d2h_ns / 1e6,
            r->following ? "true" : "false");
     if (row->pol == SIM_VDNN)
         printf(",\"hints\":%s", w->hints ? "true" : "false");
-    printf(",\"placement\":\"%s\"", sim_placement_name[w->placement]);
+    print_placement(w, cfg);
     print_link(cfg);
     printf("}\n");
 }
@@ -292,7 +301,7 @@ static void print_infeasible(const sim_workload_t *w, const sim_config_t *cfg, d
            oversub, (unsigned long long)((uint64_t)capacity * w->chunk_bytes),
            (unsigned long long)((uint64_t)w->max_kernel * w->chunk_bytes),
            (unsigned long long)(footprint * w->chunk_bytes));
-    printf(",\"placement\":\"%s\"", sim_placement_name[w->placement]);
+    print_placement(w, cfg);
     print_link(cfg);
     printf("}\n");
 }
@@ -410,7 +419,7 @@ static void print_workload(const sim_workload_t *w, const sim_config_t *cfg, con
            (unsigned long long)(footprint * w->chunk_bytes),
            (unsigned long long)((uint64_t)w->max_kernel * w->chunk_bytes),
            w->hints ? "true" : "false");
-    printf(",\"placement\":\"%s\"", sim_placement_name[w->placement]);
+    print_placement(w, cfg);
     print_link(cfg);
     printf("}\n");
 }
@@ -634,6 +643,8 @@ static const struct option_doc {
     {"--iterations", "N", "training steps of a generated workload (4; 3 with --quick)"},
     {"--link", "NAME", "the link and VMM model: a preset, below (h100-pcie5)"},
     {"--evict-ahead", "on|off", "the schedule evicts ahead (Note [Eviction ahead]); off, as lms"},
+    {"--vmm-order", "defer|fifo", "a prefetch's VMM calls wait for copies out, and evictions "
+                                  "ahead for them (Note [VMM beside copies]), or not (fifo)"},
     {"--placement", "lms|chunks", "lms's alloc/, or whole chunks each (Note [Placement in the "
                                   "simulator]; lms)"},
     {"--h2d-gbps", "G", "host-to-device GB/s alone (the preset's)"},
@@ -732,6 +743,10 @@ static void parse_option(options_t *o, const char *opt, const char *v)
         if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
             sim_bad("--evict-ahead is on or off, not '%s'", v);
         o->cfg.evict_ahead = strcmp(v, "on") == 0;
+    } else if (strcmp(opt, "--vmm-order") == 0) {
+        if (strcmp(v, "defer") != 0 && strcmp(v, "fifo") != 0)
+            sim_bad("--vmm-order is defer or fifo, not '%s'", v);
+        o->cfg.vmm_defer = strcmp(v, "defer") == 0;
     } else if (strcmp(opt, "--placement") == 0) {
         if (strcmp(v, "lms") != 0 && strcmp(v, "chunks") != 0)
             sim_bad("--placement is lms or chunks, not '%s'", v);
@@ -750,10 +765,11 @@ static void settle_link(options_t *o)
     if (p == NPRESETS)
         sim_bad("--link is h100-pcie5, pcie4 or c2c, not '%s'", o->link);
     int iterations = o->cfg.iterations;
-    bool check = o->cfg.check, ahead = o->cfg.evict_ahead;
+    bool check = o->cfg.check, ahead = o->cfg.evict_ahead, defer = o->cfg.vmm_defer;
     o->cfg = presets[p].cfg;
     o->cfg.iterations = iterations;
     o->cfg.evict_ahead = ahead;
+    o->cfg.vmm_defer = defer;
     o->cfg.check = check;
     for (size_t i = 0; i < NFIGURES; i++) {
         if (isnan(o->figure[i]))
@@ -867,7 +883,8 @@ static void print_model(const options_t *o, const sim_workload_t *trace)
         printf("\"iterations\":\"the trace's\",");
     else
         printf("\"iterations\":%d,", o->cfg.iterations);
-    printf("\"evict_ahead\":%s,\"placement\":\"%s\",", o->cfg.evict_ahead ? "true" : "false",
+    printf("\"evict_ahead\":%s,\"vmm_order\":\"%s\",\"placement\":\"%s\",",
+           o->cfg.evict_ahead ? "true" : "false", o->cfg.vmm_defer ? "defer" : "fifo",
            sim_placement_name[o->placement]);
     printf("\"reported\":\"the last iteration\",\"host_cpu\":");
     bench_json_string(cpu);

@@ -138,6 +138,7 @@ typedef struct sim_config {
     int iterations; /* of a generated workload */
     bool check;     /* also verify policy_victim against policy_evict_key */
     bool evict_ahead; /* the schedule evicts ahead (policy_evict_ahead); swap/ does not yet */
+    bool vmm_defer;   /* --vmm-order defer: Note [VMM beside copies] in swap/prefetch.c */
 } sim_config_t;
 
 /* ---- the conformance check (simulate_conform.c, Note [One plan]) ---------------- */
@@ -258,6 +259,7 @@ typedef struct sim_result {
     uint64_t h2d, d2h;   /* bytes landed in the reported iteration */
     uint64_t prefetched; /* chunk fetches issued ahead of need */
     uint64_t fetches, evictions, clean_drops;
+    uint64_t access_d2h_ns; /* the VMM queue's time on set_access beside a D2H copy */
     bool following; /* the policy followed its schedule at the end */
 } sim_result_t;
 

@@ -23,7 +23,11 @@
  *            (new data, an overwrite) and a freed one that gives its block
  *            back cost no VMM call here, where lms maps and sets access on
  *            the first and keeps the second mapped until its block is
- *            taken: the model leaves those calls out.
+ *            taken: the model leaves those calls out. With --vmm-order
+ *            defer, prefetches and the evictions nothing waits for take
+ *            turns with the copies out as swap/'s do (Note [VMM beside
+ *            copies] in swap/prefetch.c; "The order of the VMM calls"
+ *            below); with fifo, each starts when it comes.
  *   device   capacity chunks of chunk_bytes (2 MiB); a chunk holds a block
  *            while resident, fetching or evicting. Tensors lie in chunks as
  *            lms's alloc/ places them, several to a chunk where they are
@@ -170,6 +174,8 @@ typedef struct model {
     double vmm_left;   /* the fraction of that call still to run, */
     double vmm_ns;     /* at this many ns for the whole call, */
     uint64_t vmm_done; /* so it ends then */
+    uint32_t vmm_fetches; /* fetches' entries in the VMM queue (map and set_access) */
+    bool vmm_deferred;  /* a prefetch waits for the D2H link to go idle (vmm_defer_ahead) */
     ring_t pq;            /* prefetched chunks waiting for a block (and stale entries) */
     uint32_t queued;      /* chunks waiting in pq */
     uint64_t h2d_pending; /* bytes to the device issued and not landed */
@@ -292,6 +298,8 @@ static void links_advance(model_t *s)
         s->d2h.left -= dt * r2;
     if (s->vmm.n > 0 && s->vmm_ns > 0)
         s->vmm_left -= dt / s->vmm_ns;
+    if (s->vmm.n > 0 && s->vmm_call == VMM_ACCESS && s->d2h.q.n > 0)
+        s->cur.access_d2h_ns += s->now - s->links_at;
     s->links_at = s->now;
 }
 
@@ -359,6 +367,7 @@ static void take_block(model_t *s, uint32_t c, bool needs)
     set_queued(s, c, false);
     if (k->state == HOST && needs) {
         k->state = FETCHING;
+        s->vmm_fetches++;
         vmm_push(s, c);
         s->h2d_pending += s->chunk;
         s->cur.fetches++;
@@ -436,7 +445,10 @@ static void vmm_done(model_t *s, uint32_t entry)
             invariant(k->host_version == k->version, s, c, "evicted data lost");
             k->state = HOST;
         }
-    } else if (k->discard) { /* mapped for a fetch of data freed meanwhile */
+        return;
+    }
+    s->vmm_fetches--;
+    if (k->discard) { /* mapped for a fetch of data freed meanwhile */
         k->discard = false;
         s->h2d_pending -= s->chunk;
         k->state = RESIDENT;
@@ -771,6 +783,47 @@ static size_t rank_victims(void *arg, size_t depth)
 
 static uint64_t victim_key(void *arg, size_t i) { return ((model_t *)arg)->ranked[2 * i]; }
 
+/*
+ * The order of the VMM calls and the copies out (--vmm-order defer): the
+ * rule of Note [VMM beside copies] in swap/prefetch.c, as swap/ carries it
+ * out. While a D2H copy is queued or on the wire, a prefetch's fetches
+ * (their map and set_access, which nothing waits for yet) are not started:
+ * the prefetch is deferred, and planned again once the D2H link is idle.
+ * An eviction nothing waits for (the reclaim thread's, eviction ahead's, a
+ * prefetch's room) does not start while a prefetch is deferred, nor while
+ * any fetch's map and set_access are in the VMM queue: swap/ makes those
+ * calls under its lock, so no copy is started until they return. What a
+ * kernel waits for (its fetches, and the evictions that free its blocks)
+ * goes at once. Copies out already queued run on, and a fetch a kernel
+ * waits for then pays set_access's rate beside them.
+ * --vmm-order fifo starts each in the order it comes.
+ */
+
+/* Whether a prefetch's fetches wait for the D2H link to go idle (and, if so,
+ * marks the prefetch deferred). */
+static bool vmm_defer_ahead(model_t *s)
+{
+    if (s->cfg->vmm_defer && s->d2h.q.n > 0)
+        s->vmm_deferred = true;
+    return s->vmm_deferred;
+}
+
+/* Whether an eviction nothing waits for waits for the VMM work ahead. */
+static bool ahead_evictions_wait(const model_t *s)
+{
+    return s->cfg->vmm_defer && (s->vmm_deferred || s->vmm_fetches > 0);
+}
+
+/* The plan's placed fetches, into the blocks spare now. */
+static void fetch_placed(model_t *s, const policy_plan_t *plan)
+{
+    for (size_t i = 0; i < plan->placed && spare(s) > 0; i++) {
+        invariant(!s->cfg->vmm_defer || s->d2h.q.n == 0, s, s->fetch[i].chunk,
+                  "a prefetch's map and set_access queued while a D2H copy runs");
+        prefetch_one(s, s->fetch[i].chunk, SIM_NONE);
+    }
+}
+
 /* Prefetch as policy/ plans it (policy_plan_prefetch, Note [One plan] in
  * policy/plan.c), carried out as swap/'s prefetch carries it out: the
  * ranked victims [0, plan.evict) go now (not chunks fetched ahead and not
@@ -795,15 +848,21 @@ static void schedule_prefetch(model_t *s)
     if (s->cfg->check)
         sim_conform_plan(s->p, &link, s->w->nchunks, conform_chunk, s, s->free_blocks,
                          s->evicting, MAX_FETCH, s->fetch, n, &plan, s->ranked);
-    for (size_t i = 0, started = 0; i < plan.ranked && started < plan.evict; i++) {
+    /* deferred, the fetches go first, as swap/'s do: their VMM calls then
+     * hold back the evictions (Note [VMM beside copies] in swap/prefetch.c) */
+    bool fetch_first = s->cfg->vmm_defer;
+    if (fetch_first && plan.placed > 0 && !vmm_defer_ahead(s))
+        fetch_placed(s, &plan);
+    for (size_t i = 0, started = 0;
+         i < plan.ranked && started < plan.evict && !ahead_evictions_wait(s); i++) {
         uint32_t v = (uint32_t)s->ranked[2 * i + 1];
         if (s->c[v].cand != SIM_NONE && !s->c[v].ahead) {
             evict(s, v);
             started++;
         }
     }
-    for (size_t i = 0; i < plan.placed && spare(s) > 0; i++)
-        prefetch_one(s, s->fetch[i].chunk, SIM_NONE);
+    if (!fetch_first)
+        fetch_placed(s, &plan);
 }
 
 /* Eviction ahead as policy/ plans it (policy_evict_ahead, Note [Eviction
@@ -812,7 +871,7 @@ static void schedule_prefetch(model_t *s)
  * need too late; not chunks fetched ahead and not yet used. */
 static void evict_ahead(model_t *s)
 {
-    if (!s->cfg->evict_ahead || !policy_following(s->p))
+    if (!s->cfg->evict_ahead || !policy_following(s->p) || ahead_evictions_wait(s))
         return;
     policy_link_t link = {.chunk_bytes = s->chunk, .d2h_bytes_per_ns = s->d2h.rate};
     policy_room_t room = plan_room(s);
@@ -868,7 +927,7 @@ static void reclaim(model_t *s)
     bool following = s->pol == SIM_SCHEDULE && policy_following(s->p);
     size_t low, high;
     policy_watermarks(following ? s->p : NULL, s->blocks_ahead, s->low, s->high, &low, &high);
-    if (s->pol == SIM_VDNN || s->free_blocks + s->evicting >= low)
+    if (s->pol == SIM_VDNN || s->free_blocks + s->evicting >= low || ahead_evictions_wait(s))
         return;
     if (following) {
         /* by rank, but not chunks fetched ahead and not yet used: a
@@ -898,6 +957,8 @@ static void schedule(model_t *s)
             break;
     }
     serve_queue(s);
+    if (s->d2h.q.n == 0)
+        s->vmm_deferred = false; /* the deferred prefetch is planned again now */
     if (s->pol == SIM_SCHEDULE) {
         schedule_prefetch(s);
         evict_ahead(s);

@@ -97,6 +97,7 @@ static void run(sim_workload_t *w)
     options_t o = {.cfg = {.h2d_gbps = 25, .d2h_gbps = 25, .both = 0.5, .map_us = 10,
                            .iterations = 3, .check = true}};
     o.pol[SIM_SCHEDULE] = o.pol[SIM_LRU] = o.pol[SIM_VDNN] = true;
+    o.cfg.vmm_defer = w->ntensors % 2 == 1; /* both orders of the VMM calls, by the input */
     uint64_t dev = w->device_bytes / w->chunk_bytes;
     if (dev == 0 || dev < w->max_kernel || dev > SIM_MAX_CHUNKS) {
         o.oversub[o.noversub++] = 1.5;
