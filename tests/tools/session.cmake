@@ -1,8 +1,9 @@
 # tools/gpu-session.sh's dry run on sim: included from tests/CMakeLists.txt.
-# Both calls of the plan `first` with no card visible, on this build (nothing
-# is compiled): every step must pass or skip (77), the steps that need a card
-# are listed as skipped, and the output folder holds at most the 8 files the
-# device tool brings back (the script's --dry-run says so). Its preload steps
+# Every call of the plan `first` with no card visible, on this build (nothing
+# is compiled), each into its own folder OUTDIR/callN: every step must pass or
+# skip (77), the steps that need a card are listed as skipped, and each call's
+# folder holds at most the 8 files the device tool brings back (the script's
+# --dry-run says so). Its preload steps
 # (the preload probe, launch_gpu, host_numa) load liblms.so into programs that
 # are not instrumented, which an ASan build cannot: unsanitized builds only,
 # as the malloc probes.
