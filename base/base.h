@@ -85,6 +85,9 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "simulated device-to-host bandwidth, GB/s; 0 = no limit")                              \
     X(sim_vmm_us_per_mib, double, "0", "0..",                                                \
       "simulated host time of an unmap or a set_access, us per MiB; 0 = none")             \
+    X(sim_set_access_d2h_us_per_mib, double, "0", "0..",                                     \
+      "simulated host time of a set_access while a D2H copy runs, us per MiB; 0 = as "     \
+      "LMS_SIM_VMM_US_PER_MIB (Note [VMM beside copies] in swap/prefetch.c)")                \
     X(device_limit, size, "0", NULL,                                                         \
       "device memory lms may use; 0 = free memory less an eighth of it, at most 512 MiB")  \
     X(host_limit, size, "0", NULL,                                                           \

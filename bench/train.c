@@ -5,6 +5,7 @@
  *   build/bench/train [--oversub X[,Y...]] [--steps N] [--layers L]
  *                     [--width W] [--batch B] [--quick] [--dynamic]
  *                     [--link-ratio R] [--evict-ahead V[,V...]]
+ *                     [--vmm-order V[,V...]]
  *
  * The model (bench/model.h): an MLP of L layers of W x W with Adam, batch B;
  * every tensor in lms. First a reference run with a device limit above the
@@ -33,7 +34,10 @@
  * --evict-ahead V[,V...]: runs each X once for each value of eviction ahead
  * (0 or 1, in the order given; Note [Eviction ahead] in policy/policy.c),
  * in place of LMS_EVICT_AHEAD's, so that a before and after come from one
- * run, with one link; each run's lines carry its value.
+ * run, with one link; each run's lines carry its value. --vmm-order V[,V...]
+ * likewise for the order of VMM calls around D2H copies (1, the default:
+ * Note [VMM beside copies] in swap/prefetch.c; 0: swap_config_t's
+ * vmm_unordered), each value with each of --evict-ahead's.
  *
  * Output: JSON lines on stdout, each with "bench":"train":
  *   "case":"settings"  the machine, the model and the limits
@@ -123,15 +127,16 @@ static uint32_t float_bits(float f)
 /* One run: lms started with device limit `limit` (0: room for the whole
  * model), the model made and trained for `steps` steps. `label` names the
  * run in the step lines. `trace` off leaves LMS_TRACE out of it.
- * evict_ahead: 0 or 1, or -1 for LMS_EVICT_AHEAD's. */
+ * evict_ahead: 0 or 1, or -1 for LMS_EVICT_AHEAD's; vmm_order: 0 or 1. */
 static void train(const char *label, uint64_t limit, uint64_t host_limit, bool trace,
-                  int evict_ahead, const run_result_t *ref, run_result_t *r)
+                  int evict_ahead, int vmm_order, const run_result_t *ref, run_result_t *r)
 {
     swap_config_t cfg;
     swap_config_from_options(&cfg);
     cfg.measure_links = true;
     if (evict_ahead >= 0)
         cfg.evict_ahead = evict_ahead;
+    cfg.vmm_unordered = !vmm_order;
     uint64_t granularity = cfg.device.sim_granularity;
     if (limit == 0) /* the reference: twice the model, the chunk rounding's worst case */
         limit = round_up(2 * model_bytes(&shape) + 64 * BASE_MiB, granularity);
@@ -214,7 +219,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: train [--oversub X[,Y...]] [--steps N] [--layers L] [--width W] "
                     "[--batch B] [--quick] [--dynamic] [--link-ratio R] "
-                    "[--evict-ahead V[,V...]]\n");
+                    "[--evict-ahead V[,V...]] [--vmm-order V[,V...]]\n");
     exit(2);
 }
 
@@ -246,6 +251,8 @@ int main(int argc, char **argv)
     int nratio = 1;
     int ahead[MAX_RATIOS] = {-1}; /* eviction ahead's values; -1: LMS_EVICT_AHEAD's */
     int nahead = 1;
+    int order[MAX_RATIOS] = {1}; /* --vmm-order's values */
+    int norder = 1;
     double link_ratio = 0, memory = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -272,6 +279,8 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(a, "--evict-ahead") == 0) {
             nahead = bits(v, ahead);
+        } else if (strcmp(a, "--vmm-order") == 0) {
+            norder = bits(v, order);
         } else if (strcmp(a, "--link-ratio") == 0) {
             link_ratio = strtod(v, NULL);
             if (!(link_ratio >= 1))
@@ -298,7 +307,7 @@ int main(int argc, char **argv)
     /* Pinned host memory for everything, with room for the reclaim thread. */
     uint64_t host_limit = round_up(2 * model_bytes(&shape) + 64 * BASE_MiB, 2 * BASE_MiB);
     run_result_t ref = {0};
-    train("unlimited", 0, host_limit, false, -1, NULL, &ref);
+    train("unlimited", 0, host_limit, false, -1, 1, NULL, &ref);
     char cpu[128];
     base_host_cpu(cpu, sizeof cpu);
     printf("{\"bench\":\"train\",\"case\":\"settings\",\"backend\":\"%s\",\"device\":", ref.backend);
@@ -317,9 +326,10 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     int status = 0;
-    int runs = nratio * nahead;
+    int runs = nratio * nahead * norder;
     for (int run = 0; run < runs; run++) {
-        int k = run / nahead, ea = ahead[run % nahead];
+        int k = run / (nahead * norder), ea = ahead[run / norder % nahead];
+        int vo = order[run % norder];
         uint64_t limit = (uint64_t)((double)ref.footprint / ratio[k]) / ref.chunk * ref.chunk;
         if (limit == 0) {
             fprintf(stderr, "bench/train: %gx of a %llu-byte footprint is less than one %llu-byte "
@@ -329,24 +339,26 @@ int main(int argc, char **argv)
         }
         run_result_t r = {0};
         char label[32];
-        if (ea < 0)
-            snprintf(label, sizeof label, "%gx", ratio[k]);
-        else
-            snprintf(label, sizeof label, "%gx ahead %d", ratio[k], ea);
-        train(label, limit, host_limit, run + 1 == runs, ea, &ref, &r);
+        int at = snprintf(label, sizeof label, "%gx", ratio[k]);
+        if (ea >= 0)
+            at += snprintf(label + at, sizeof label - (size_t)at, " ahead %d", ea);
+        if (norder > 1 || !vo)
+            snprintf(label + at, sizeof label - (size_t)at, " order %d", vo);
+        train(label, limit, host_limit, run + 1 == runs, ea, vo, &ref, &r);
         bool identical = true;
         for (int i = 0; i < steps; i++)
             identical &= float_bits(r.loss[i]) == float_bits(ref.loss[i]);
         double steps_d = steps, timed = steps > 1 ? steps - 1 : 1;
-        printf("{\"bench\":\"train\",\"oversub\":%g,\"evict_ahead\":%d,\"steps\":%d,"
-               "\"loss_identical\":%s,"
+        printf("{\"bench\":\"train\",\"oversub\":%g,\"evict_ahead\":%d,\"vmm_order\":%d,"
+               "\"steps\":%d,\"loss_identical\":%s,"
                "\"step_over_unlimited\":%.3f,\"oversub_measured\":%.3f,\"device_limit\":%llu,"
                "\"step_ms\":%.3f,\"unlimited_step_ms\":%.3f,\"h2d_gb_per_step\":%.4f,"
                "\"d2h_gb_per_step\":%.4f,\"stall_pct\":%.2f,\"lms_blocked_pct\":%.2f,\"prefetch_hits\":%llu,"
                "\"fetches\":%llu,\"evictions\":%llu,\"clean_drops\":%llu,\"ooms\":%llu,"
                "\"final_loss\":%.9g,\"h2d_busy_ms\":%.1f,\"d2h_busy_ms\":%.1f,"
                "\"both_busy_ms\":%.1f}\n",
-               ratio[k], ea >= 0 ? ea : (int)base_options()->evict_ahead, steps, identical ? "true" : "false", r.median_ms / ref.median_ms,
+               ratio[k], ea >= 0 ? ea : (int)base_options()->evict_ahead, vo, steps,
+               identical ? "true" : "false", r.median_ms / ref.median_ms,
                (double)ref.footprint / (double)r.device_limit, (unsigned long long)r.device_limit,
                r.median_ms, ref.median_ms, gb(r.stats.bytes_h2d) / steps_d,
                gb(r.stats.bytes_d2h) / steps_d,

@@ -36,6 +36,7 @@ void dev_config_from_options(dev_config_t *cfg)
         .sim_h2d_gbps = o->sim_h2d_gbps,
         .sim_d2h_gbps = o->sim_d2h_gbps,
         .sim_vmm_us_per_mib = o->sim_vmm_us_per_mib,
+        .sim_set_access_d2h_us_per_mib = o->sim_set_access_d2h_us_per_mib,
     };
 }
 

@@ -288,6 +288,9 @@ typedef struct dev_config {
     double sim_vmm_us_per_mib; /* sim: host time of an unmap or a set_access, us per MiB,
                                   paid one call at a time (as the cuda driver serializes
                                   them); 0 = none */
+    double sim_set_access_d2h_us_per_mib; /* sim: a set_access's while a D2H copy runs
+                                             (the H100's is about 33 times its idle one);
+                                             0 = as sim_vmm_us_per_mib */
     dev_checks_t checks;    /* how much the check layer checks (DEV_CHECKS_DEFAULT:
                                LMS_DEVICE_CHECKS) */
     bool fault_injection;   /* put the fault layer into the stack */

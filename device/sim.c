@@ -37,6 +37,10 @@
  *   the end of it, so copies overlap compute and each other as on a real GPU
  *   (H2D and D2H in parallel, two H2D copies one after the other). D2D copies
  *   and launches are not throttled.
+ * - unmap and set_access take LMS_SIM_VMM_US_PER_MIB of host time, one call
+ *   at a time; a set_access while a D2H copy runs takes
+ *   LMS_SIM_SET_ACCESS_D2H_US_PER_MIB where that is set, as on the H100;
+ *   at close, LMS_LOG=info says how many did and how long they took.
  * - An observer (set_observer) is told of each copy, host function and launch
  *   by the worker that ran it, after it ran and before it counts as
  *   completed, with the clock read around it; a throttled copy reports its
@@ -76,6 +80,7 @@ typedef struct link {
     pthread_mutex_t lock;
     double bytes_per_ns; /* 0: unthrottled */
     uint64_t busy_until; /* ns; when the last reserved slot ends */
+    atomic_int running;  /* copies running on it now (their memmove or slot); no lock */
 } link_t;
 
 typedef struct sim {
@@ -91,7 +96,10 @@ typedef struct sim {
     link_t h2d, d2h;
     pthread_mutex_t event_lock;
     double vmm_ns_per_byte;  /* sim_vmm_us_per_mib, per byte */
+    double access_d2h_ns_per_byte; /* sim_set_access_d2h_us_per_mib, per byte; 0: as vmm's */
     pthread_mutex_t vmm_lock; /* one unmap or set_access pays its time at a time */
+    uint64_t beside_calls, beside_ns; /* vmm_lock: set_access calls made beside a D2H copy,
+                                         and the time charged for them */
     pthread_mutex_t observer_lock;
     dev_observer_t observer; /* NULL: none */
     void *observer_ctx;
@@ -398,6 +406,8 @@ static void run_copy(sim_op_t *op)
 {
     link_t *link = op->u.copy.link;
     uint64_t end = 0;
+    if (link != NULL)
+        atomic_fetch_add(&link->running, 1);
     if (link != NULL && link->bytes_per_ns > 0) {
         lo_lock(&link->lock, LO_SIM_LINK);
         uint64_t now = base_now_ns();
@@ -413,6 +423,8 @@ static void run_copy(sim_op_t *op)
         op->end_ns = moved > end ? moved : end;
         base_sleep_until_ns(end);
     }
+    if (link != NULL)
+        atomic_fetch_sub(&link->running, 1);
 }
 
 static lms_status_t copy(dev_stream_t *stream, dev_work_kind_t kind, const char *name, void *dst,
@@ -583,16 +595,22 @@ static lms_status_t sim_map(void *self, dev_addr_t va, dev_block_t block)
     return LMS_OK;
 }
 
-/* The driver's host time of an unmap or a set_access of size bytes, as
- * LMS_SIM_VMM_US_PER_MIB models it: on an H100 both cost about 8-15 us per
- * MiB, whatever the size, and calls on several threads take turns
- * (docs/gpu-results.md). */
-static void vmm_cost(sim_t *sim, size_t size)
+/* The driver's host time of an unmap or a set_access of size bytes, at
+ * ns_per_byte, as LMS_SIM_VMM_US_PER_MIB models it: on an H100 both cost
+ * about 8-15 us per MiB idle, whatever the size, and calls on several
+ * threads take turns (docs/gpu-results.md). A set_access made while a D2H
+ * copy runs costs LMS_SIM_SET_ACCESS_D2H_US_PER_MIB where that is set (about
+ * 500 us per MiB on the H100: Note [VMM beside copies] in swap/prefetch.c);
+ * whether one runs is looked at when the call starts. */
+static void vmm_cost(sim_t *sim, size_t size, double ns_per_byte, bool beside_d2h)
 {
-    if (sim->vmm_ns_per_byte == 0)
+    if (ns_per_byte == 0)
         return;
+    uint64_t ns = (uint64_t)(ns_per_byte * (double)size);
     lo_lock(&sim->vmm_lock, LO_SIM_VMM);
-    base_sleep_until_ns(base_now_ns() + (uint64_t)(sim->vmm_ns_per_byte * (double)size));
+    base_sleep_until_ns(base_now_ns() + ns);
+    sim->beside_calls += beside_d2h;
+    sim->beside_ns += beside_d2h ? ns : 0;
     lo_unlock(&sim->vmm_lock, LO_SIM_VMM);
 }
 
@@ -604,7 +622,9 @@ static lms_status_t sim_set_access(void *self, dev_addr_t va, size_t size)
         mprotect(as_ptr(va), size, PROT_NONE); /* a failed mprotect may have done a part */
         return sys_fail("mprotect for access", err);
     }
-    vmm_cost(sim, size);
+    bool beside_d2h = sim->access_d2h_ns_per_byte > 0 && atomic_load(&sim->d2h.running) > 0;
+    vmm_cost(sim, size, beside_d2h ? sim->access_d2h_ns_per_byte : sim->vmm_ns_per_byte,
+             beside_d2h);
     return LMS_OK;
 }
 
@@ -612,7 +632,7 @@ static lms_status_t sim_unmap(void *self, dev_addr_t va, size_t size)
 {
     sim_t *sim = self;
     unmap_range(va, size);
-    vmm_cost(sim, size);
+    vmm_cost(sim, size, sim->vmm_ns_per_byte, false);
     return LMS_OK;
 }
 
@@ -639,6 +659,9 @@ static void sim_close(void *self)
     while (sim->workers > 0)
         lo_cond_wait(&sim->workers_done, &sim->lock, LO_SIM);
     lo_unlock(&sim->lock, LO_SIM);
+    if (sim->beside_calls > 0) /* what Note [VMM beside copies] in swap/prefetch.c is about */
+        base_log(BASE_LOG_INFO, "sim: %llu set_access calls beside a D2H copy took %.3f s",
+                 (unsigned long long)sim->beside_calls, (double)sim->beside_ns / 1e9);
     pthread_cond_destroy(&sim->workers_done);
     close(sim->memfd);
     base_meta_free(sim->free_blocks);
@@ -710,6 +733,12 @@ static lms_status_t check_config(const dev_config_t *cfg)
                          "sim: %g us per MiB of unmap or set_access must be between 0 and %g "
                          "(LMS_SIM_VMM_US_PER_MIB)",
                          cfg->sim_vmm_us_per_mib, SIM_MAX_VMM_US_PER_MIB);
+    double d2h = cfg->sim_set_access_d2h_us_per_mib;
+    if (!(d2h >= 0 && d2h <= SIM_MAX_VMM_US_PER_MIB))
+        return base_fail(LMS_ERR_INVALID,
+                         "sim: %g us per MiB of set_access beside a D2H copy must be between 0 "
+                         "and %g (LMS_SIM_SET_ACCESS_D2H_US_PER_MIB)",
+                         d2h, SIM_MAX_VMM_US_PER_MIB);
     return LMS_OK;
 }
 
@@ -754,9 +783,12 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
     pthread_mutex_init(&sim->event_lock, NULL);
     pthread_mutex_init(&sim->h2d.lock, NULL);
     pthread_mutex_init(&sim->d2h.lock, NULL);
+    atomic_init(&sim->h2d.running, 0);
+    atomic_init(&sim->d2h.running, 0);
     sim->h2d.bytes_per_ns = cfg->sim_h2d_gbps; /* 1 GB/s = 1 byte/ns */
     sim->d2h.bytes_per_ns = cfg->sim_d2h_gbps;
     sim->vmm_ns_per_byte = cfg->sim_vmm_us_per_mib * 1e3 / (double)(1u << 20);
+    sim->access_d2h_ns_per_byte = cfg->sim_set_access_d2h_us_per_mib * 1e3 / (double)(1u << 20);
     pthread_mutex_init(&sim->vmm_lock, NULL);
     pthread_mutex_init(&sim->observer_lock, NULL);
     atomic_init(&sim->observed, false);

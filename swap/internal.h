@@ -36,6 +36,8 @@ typedef struct prefetcher {
     bool walk_found_none;         /* and found nothing to fetch, */
     size_t walk_spare, walk_queued; /* with these blocks free and chunks on the link */
     size_t blocks_ahead;          /* what the events ahead need (reclaim_low) */
+    bool vmm_deferred;            /* a prefetch's map and set_access wait for the D2H
+                                     link to go idle (Note [VMM beside copies] in prefetch.c) */
 } prefetcher_t;
 
 /* reclaim.c's: the reclaim thread and its watermarks. */

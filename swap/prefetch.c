@@ -33,6 +33,31 @@
  * The link's rate is learnt from the copies: bytes finished over the time
  * the H2D stream was seen busy (an underestimate, which makes prefetch start
  * earlier, not later).
+ *
+ * Note [VMM beside copies]
+ * On the H100 cuMemSetAccess costs about 15 us per MiB on an idle card and
+ * about 500 us per MiB while a D2H copy is on the wire, and the driver runs
+ * one VMM call at a time (docs/gpu-results.md): beside an eviction, the
+ * set_access of a 2 MiB chunk takes 1 ms, 25 times the chunk's copy over
+ * PCIe 5, and holds every other VMM call back meanwhile. So:
+ *   - a fetch's map + set_access that nothing waits for yet (a prefetch)
+ *     is not issued while a D2H copy is running (one in flight on the d2h
+ *     stream, as lms knows it: queued and not seen to end; clean drops copy
+ *     nothing). It is deferred (prefetcher_t.vmm_deferred), and runs when
+ *     the D2H direction goes idle: the reclaim thread waits for the copies
+ *     out and then looks ahead again, as does every access after it;
+ *   - a D2H copy that nothing waits for (the reclaim thread's, eviction
+ *     ahead's, a prefetch's room) does not start while deferred VMM work is
+ *     queued (resid_evict_ranked in evict.c, when ahead); so a prefetch
+ *     fetches into the free blocks first, then starts evicting for the rest;
+ *   - a fetch that an access (a kernel) is waiting for is never deferred:
+ *     when something waits, it goes at once, whatever it costs (the early
+ *     steps of Note [Pipelined swaps] too).
+ * Only the VMM calls take turns with the copies out: once a prefetch's
+ * chunks are accessible, their copies in run beside the evictions that
+ * start after it. The sim models the cost with
+ * LMS_SIM_SET_ACCESS_D2H_US_PER_MIB; bench/simulate models the same rule.
+ * swap_config_t.vmm_unordered turns it off, only to measure what it gains.
  */
 #include <stdlib.h>
 
@@ -159,15 +184,12 @@ static void prefetch(void)
     S->pf.walk_spare = spare;
     S->pf.walk_queued = transfers_h2d_queued(&S->xfers);
     lms_status_t st = LMS_OK;
-    if (plan.evict > 0) { /* ranked[0 .. evict): MIN's, for these and the demands before them */
-        resid_evict_ranked(0, plan.ranked, plan.evict, true, TIMELINE_BY_PREFETCH, &st);
-        /* the reclaim thread settles these copies as they end, and then
-         * fetches what waits for their blocks: no access may come to do it
-         * (up to its 50 ms sleep, seen in bench/swap; issue 24) */
-        pthread_cond_signal(&S->rc.wake);
-    }
     size_t now = plan.placed;
     now = now < resid_unmapped_blocks() ? now : resid_unmapped_blocks(); /* the rest once evicted */
+    if (now > 0 && !S->cfg.vmm_unordered && transfers_d2h_copying(&S->xfers)) {
+        S->pf.vmm_deferred = true; /* until the copies out end (Note [VMM beside copies]) */
+        now = 0;
+    }
     if (now > 0) {
         uint32_t stamp = ++S->chunks.stamp;
         for (size_t i = 0; i < now; i++) {
@@ -182,7 +204,16 @@ static void prefetch(void)
         for (size_t i = 0; i < now; i++)
             S->chunks.ch[S->pf.fetch_list[i]].prefetched =
                 S->chunks.ch[S->pf.fetch_list[i]].state == FETCHING;
-        st = st != LMS_OK ? st : bst;
+        st = bst;
+    }
+    if (plan.evict > 0) { /* ranked[0 .. evict): MIN's, for these and the demands before them */
+        lms_status_t est;
+        resid_evict_ranked(0, plan.ranked, plan.evict, true, TIMELINE_BY_PREFETCH, &est);
+        st = st != LMS_OK ? st : est;
+        /* the reclaim thread settles these copies as they end, and then
+         * fetches what waits for their blocks: no access may come to do it
+         * (up to its 50 ms sleep, seen in bench/swap; issue 24) */
+        pthread_cond_signal(&S->rc.wake);
     }
     if (st != LMS_OK)
         base_log(BASE_LOG_DEBUG, "lms: prefetch: %s", lms_last_error());
@@ -192,6 +223,8 @@ void resid_prefetch(void)
 {
     if (!resid_by_schedule() || S->host == NULL)
         return;
+    if (!transfers_d2h_copying(&S->xfers))
+        S->pf.vmm_deferred = false; /* what was deferred runs now, or is no longer wanted */
     prefetch();
     if (S->cfg.evict_ahead)
         evict_ahead();

@@ -44,6 +44,9 @@ typedef struct swap_config {
                                truncated at init; NULL or "": none */
     bool measure_links;     /* keep the copies' busy time each way (swap_link_busy), from
                                the device's observer, also with no timeline */
+    bool vmm_unordered;     /* prefetches map and set access beside D2H copies, and
+                               evictions ahead start beside that work: only to measure
+                               what Note [VMM beside copies] (swap/prefetch.c) gains */
 } swap_config_t;
 
 /* Fills cfg from the LMS_* options. */

@@ -63,6 +63,8 @@ void xfer_start(transfers_t *t, xfer_t *x, size_t first, size_t n, size_t copied
     t->tail[dir] = x;
     if (!d2h)
         t->h2d_queued += copied;
+    else if (copied > 0)
+        t->d2h_copies++;
     x->fenced = dev_event_record(t->dev, x->event, transfers_stream(t, x->d2h)) == LMS_OK;
     if (!x->fenced)
         base_log(BASE_LOG_DEBUG, "lms: a copy's event is recorded later: %s", lms_last_error());
@@ -138,6 +140,8 @@ lms_status_t transfers_progress(transfers_t *t, size_t most, xfer_settle_fn sett
             if (dir == 0) {
                 fetched += x->copied;
                 t->h2d_queued -= x->copied;
+            } else if (x->copied > 0) {
+                t->d2h_copies--;
             }
             settle(arg, x);
             events_recycle(t->events, x->event);

@@ -30,6 +30,7 @@ typedef struct transfers {
     dev_stream_t *h2d, *d2h;      /* the copy streams */
     xfer_t *list[2], *tail[2];    /* in flight: [0] h2d, [1] d2h */
     size_t h2d_queued;            /* chunks in the H2D copies in flight */
+    size_t d2h_copies;            /* D2H copies in flight (clean drops copy nothing) */
     uint64_t h2d_seen_ns;         /* the H2D link's rate, learnt (Note [Prefetch] in prefetch.c) */
     uint64_t h2d_busy_ns, h2d_busy_bytes;
     bool h2d_was_busy;
@@ -48,9 +49,9 @@ HIDDEN void transfers_destroy(transfers_t *t);
 HIDDEN lms_status_t xfer_new(transfers_t *t, xfer_t **out);
 HIDDEN void xfer_discard(transfers_t *t, xfer_t *x);
 
-/* x is the copy (or, d2h, the clean drop) of `copied` chunks within
- * [first, first + n) just queued on its direction's stream: in flight from
- * now on. */
+/* x is the copy (or, d2h, the clean drop: copied 0) of `copied` chunks
+ * within [first, first + n) just queued on its direction's stream: in
+ * flight from now on. */
 HIDDEN void xfer_start(transfers_t *t, xfer_t *x, size_t first, size_t n, size_t copied, bool d2h);
 
 /* Makes sure x can be waited for: its event recorded after it, or, with
@@ -84,9 +85,12 @@ static inline dev_stream_t *transfers_stream(const transfers_t *t, bool d2h)
     return d2h ? t->d2h : t->h2d;
 }
 
-/* Chunks the H2D copies in flight copy; whether a D2H copy is in flight. */
+/* Chunks the H2D copies in flight copy; whether anything is in flight on
+ * the d2h stream (a copy or a clean drop); whether a copy is (Note [VMM
+ * beside copies] in prefetch.c). */
 static inline size_t transfers_h2d_queued(const transfers_t *t) { return t->h2d_queued; }
 static inline bool transfers_d2h_busy(const transfers_t *t) { return t->list[1] != NULL; }
+static inline bool transfers_d2h_copying(const transfers_t *t) { return t->d2h_copies > 0; }
 
 static inline bool transfers_idle(const transfers_t *t)
 {

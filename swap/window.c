@@ -52,9 +52,9 @@
  * unmapped, their data is still their host copy or none) and takes no more
  * early steps. Chunks an access keeps go on the LRU at once, so that one
  * that fails later leaves them evictable.
- * set_access is far slower while a D2H copy is in flight (measured on an
- * H100: docs/benchmarks.md, "History moved out of the code's Notes"), so an
- * early step that sets access beside evictions in flight pays for it.
+ * set_access is far slower while a D2H copy is in flight (Note [VMM beside
+ * copies] in prefetch.c), so an early step that sets access beside
+ * evictions in flight pays for it: it is waited for, so it goes anyway.
  */
 #include <stdio.h>
 #include <stdlib.h>

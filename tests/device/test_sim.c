@@ -298,6 +298,11 @@ Test(sim, bad_settings_are_refused)
         c.sim_vmm_us_per_mib = bad_vmm[i];
         TEST_FAILS(LMS_ERR_INVALID, dev_open(&c, &dev));
     }
+    for (size_t i = 0; i < sizeof bad_vmm / sizeof *bad_vmm; i++) {
+        c = base;
+        c.sim_set_access_d2h_us_per_mib = bad_vmm[i];
+        TEST_FAILS(LMS_ERR_INVALID, dev_open(&c, &dev));
+    }
     c = base;
     c.backend = "opencl";
     TEST_FAILS(LMS_ERR_INVALID, dev_open(&c, &dev));
@@ -325,6 +330,47 @@ Test(sim, unmap_and_set_access_take_the_modelled_host_time)
     cr_assert_geq(unmap_ms, (double)mib, "unmap of %zu MiB took %.2f ms", mib, unmap_ms);
     cr_assert_geq(access_ms, (double)mib, "set_access of %zu MiB took %.2f ms", mib, access_ms);
     test_run_unmap(dev, &run);
+    dev_close(dev);
+}
+
+/* Note [VMM beside copies] in swap/prefetch.c: on the H100 a set_access while
+ * a D2H copy runs costs about 33 times an idle one; the sim models that
+ * with LMS_SIM_SET_ACCESS_D2H_US_PER_MIB, and only while one runs. */
+Test(sim, a_set_access_beside_a_d2h_copy_takes_its_own_modelled_time)
+{
+    dev_config_t cfg = test_config();
+    cfg.backend = "sim";
+    cfg.sim_memory = 64 * BASE_MiB;
+    cfg.sim_d2h_gbps = 0.02;                 /* 4 MiB: 210 ms */
+    cfg.sim_set_access_d2h_us_per_mib = 50000; /* 50 ms per MiB beside it; none idle */
+    dev_device_t *dev = test_open(&cfg);
+    size_t g = dev->info.granularity, n = 4 * BASE_MiB;
+    test_run_t run = test_run_map(dev, (n + g - 1) / g + 1); /* the copy's, and one more */
+    void *h = aligned_alloc(4096, n);
+    cr_assert_not_null(h);
+    TEST_OK(dev_host_register(dev, h, n));
+    dev_addr_t spare = run.base + run.size - g;
+    double ms[2];
+    for (int beside = 0; beside < 2; beside++) {
+        dev_stream_t *s;
+        TEST_OK(dev_stream_create(dev, DEV_PRIORITY_HIGH, &s));
+        if (beside) {
+            TEST_OK(dev_copy_d2h(dev, s, h, run.base, n));
+            usleep(20000); /* under way */
+        }
+        uint64_t t0 = base_now_ns();
+        TEST_OK(dev_set_access(dev, spare, g));
+        ms[beside] = (double)(base_now_ns() - t0) / 1e6;
+        TEST_OK(dev_stream_synchronize(dev, s));
+        TEST_OK(dev_stream_destroy(dev, s));
+    }
+    double expect = 50.0 * (double)g / (double)BASE_MiB;
+    cr_assert_lt(ms[0], expect / 2, "idle, set_access took %.1f ms", ms[0]);
+    cr_assert_geq(ms[1], expect, "beside a D2H copy, set_access of %zu bytes took %.1f ms", g,
+                  ms[1]);
+    TEST_OK(dev_host_unregister(dev, h));
+    test_run_unmap(dev, &run);
+    free(h);
     dev_close(dev);
 }
 
