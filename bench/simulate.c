@@ -39,8 +39,9 @@
  * (the compute stream waiting for data); bytes are copies that landed in
  * it; prefetched counts the fetches issued ahead of need.
  *
- * The model and the policies: simulate_model.c. The lower bound each row
- * is measured against: Note [Lower bound] in simulate_bound.c.
+ * The model and the policies: simulate_model.c and simulate_policy.c. The
+ * lower bound each row is measured against: Note [Lower bound] in
+ * simulate_bound.c.
  *
  * --check (the ctest): the quick workloads at 1.5x and 2x, the trace given
  * with --trace, and the gpt workload written as a trace and read back,

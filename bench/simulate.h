@@ -6,7 +6,8 @@
  *                         and the generated ones (gpt, cnn)
  *   simulate_trace.c      the trace format (docs/trace-format.md)
  *   simulate_bound.c      iterations, footprints, Note [Lower bound]
- *   simulate_model.c      the discrete-event model and the policies
+ *   simulate_model.c      the discrete-event model (its state: simulate_model.h)
+ *   simulate_policy.c     the policies' prefetch, reclaim and vDNN's plan
  *
  *   tensor     one allocation: its bytes, whether it is an activation and of
  *              which layer (hints for the vdnn baseline), and where
@@ -249,7 +250,7 @@ double sim_bound_whole_step_ns(const sim_bound_t *b, const sim_config_t *cfg, ui
 double sim_phase_bound_ns(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
                           bool steady, const sim_config_t *cfg);
 
-/* ---- the model (simulate_model.c) ----------------------------------------------- */
+/* ---- the model (simulate_model.c) and the policies (simulate_policy.c) --------- */
 
 typedef enum sim_policy { SIM_SCHEDULE, SIM_LRU, SIM_VDNN, SIM_NPOLICIES } sim_policy_t;
 extern const char *const sim_policy_name[SIM_NPOLICIES];
