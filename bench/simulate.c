@@ -645,7 +645,7 @@ static const struct option_doc {
     {"--link", "NAME", "the link and VMM model: a preset, below (h100-pcie5)"},
     {"--evict-ahead", "on|off", "the schedule evicts ahead (Note [Eviction ahead]); off, as lms"},
     {"--vmm-order", "defer|fifo", "a prefetch's VMM calls wait for copies out, and evictions "
-                                  "ahead for them (Note [VMM beside copies]), or not (fifo)"},
+                                  "ahead for them (Note [VMM beside copies]; defer, as lms)"},
     {"--placement", "lms|chunks", "lms's alloc/, or whole chunks each (Note [Placement in the "
                                   "simulator]; lms)"},
     {"--h2d-gbps", "G", "host-to-device GB/s alone (the preset's)"},
@@ -895,7 +895,7 @@ static void print_model(const options_t *o, const sim_workload_t *trace)
 
 int main(int argc, char **argv)
 {
-    options_t o = {.link = presets[0].cfg.link};
+    options_t o = {.link = presets[0].cfg.link, .cfg.vmm_defer = true}; /* as lms */
     for (size_t i = 0; i < NFIGURES; i++)
         o.figure[i] = NAN;
     parse_options(argc, argv, &o);

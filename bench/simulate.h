@@ -139,7 +139,8 @@ typedef struct sim_config {
     int iterations; /* of a generated workload */
     bool check;     /* also verify policy_victim against policy_evict_key */
     bool evict_ahead; /* the schedule evicts ahead (policy_evict_ahead); swap/ does not yet */
-    bool vmm_defer;   /* --vmm-order defer: Note [VMM beside copies] in swap/prefetch.c */
+    bool vmm_defer;   /* --vmm-order defer (the default, as lms): Note [VMM beside copies] in
+                         swap/prefetch.c */
 } sim_config_t;
 
 /* ---- the conformance check (simulate_conform.c, Note [One plan]) ---------------- */

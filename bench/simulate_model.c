@@ -24,10 +24,11 @@
  *            back cost no VMM call here, where lms maps and sets access on
  *            the first and keeps the second mapped until its block is
  *            taken: the model leaves those calls out. With --vmm-order
- *            defer, prefetches and the evictions nothing waits for take
- *            turns with the copies out as swap/'s do (Note [VMM beside
- *            copies] in swap/prefetch.c; "The order of the VMM calls" in
- *            simulate_policy.c); with fifo, each starts when it comes.
+ *            defer (the default, as lms), prefetches and the evictions
+ *            nothing waits for take turns with the copies out as swap/'s
+ *            do (Note [VMM beside copies] in swap/prefetch.c; "The order of
+ *            the VMM calls" in simulate_policy.c); with fifo, each starts
+ *            when it comes, as the model did before.
  *   device   capacity chunks of chunk_bytes (2 MiB); a chunk holds a block
  *            while resident, fetching or evicting. Tensors lie in chunks as
  *            lms's alloc/ places them, several to a chunk where they are
