@@ -113,10 +113,10 @@ static inline uint64_t sim_chunks_of(const sim_workload_t *w, uint64_t bytes)
     return bytes / w->chunk_bytes + (bytes % w->chunk_bytes != 0);
 }
 
-/* ---- the program's exits and memory (simulate.c) ---------------------------- */
+/* ---- the program's exits and memory (simulate_exit.c) ----------------------- */
 
-/* "bench/simulate: message" on stderr, then exit status 1 (a failure of
- * the simulator) or 2 (bad input). */
+/* "program: message" on stderr, then exit status 1 (a failure of the
+ * simulator) or 2 (bad input). */
 void sim_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void sim_bad(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* *cap grown (doubling) to at least need elements of size bytes. */

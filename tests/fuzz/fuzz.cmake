@@ -36,7 +36,7 @@ endfunction()
 lms_fuzz(trace ${CMAKE_SOURCE_DIR}/bench/simulate_workloads.c
          ${CMAKE_SOURCE_DIR}/bench/simulate_trace.c ${CMAKE_SOURCE_DIR}/bench/simulate_bound.c
          ${CMAKE_SOURCE_DIR}/bench/simulate_model.c ${CMAKE_SOURCE_DIR}/bench/simulate_policy.c
-         ${CMAKE_SOURCE_DIR}/bench/simulate_conform.c
+         ${CMAKE_SOURCE_DIR}/bench/simulate_conform.c ${CMAKE_SOURCE_DIR}/bench/simulate_exit.c
          LIBS lms_core ZLIB::ZLIB)
 # tools/lms-report.c is included by fuzz_report.c
 lms_fuzz(report LIBS m)
