@@ -109,8 +109,8 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "bytes a swap remaps and copies as one step, overlapping the next; 0 = 16 MiB")      \
     X(policy, choice, "schedule", "schedule|lru",                                            \
       "eviction: by the learnt iteration schedule (Belady, with prefetch), or LRU only")  \
-    X(evict_ahead, bool, "0", NULL,                                                          \
-      "1: evict the schedule's victims early enough for the D2H link (Note [Eviction ahead])") \
+    X(evict_ahead, bool, "1", NULL,                                                          \
+      "evict the schedule's victims early enough for the D2H link (Note [Eviction ahead])")  \
     X(stats, bool, "0", NULL, "1: print lms_stats() on stderr at exit")                    \
     X(enable, bool, "1", NULL,                                                               \
       "0: the CUDA calls liblms.so interposes go straight to CUDA, as with no preload")     \

@@ -599,7 +599,7 @@ static const struct option_doc {
     {"--device", "BYTES", "device memory (K/M/G suffixes), instead of --oversub"},
     {"--iterations", "N", "training steps of a generated workload (4; 3 with --quick)"},
     {"--link", "NAME", "the link and VMM model: a preset, below (h100-pcie5)"},
-    {"--evict-ahead", "on|off", "the schedule evicts ahead (Note [Eviction ahead]); off, as lms"},
+    {"--evict-ahead", "on|off", "the schedule evicts ahead (Note [Eviction ahead]); on, as lms"},
     {"--vmm-order", "defer|fifo", "a prefetch's VMM calls wait for copies out, and evictions "
                                   "ahead for them (Note [VMM beside copies]; defer, as lms)"},
     {"--placement", "lms|chunks", "lms's alloc/, or whole chunks each (Note [Placement in the "
@@ -851,7 +851,8 @@ static void print_model(const options_t *o, const sim_workload_t *trace)
 
 int main(int argc, char **argv)
 {
-    options_t o = {.link = presets[0].cfg.link, .cfg.vmm_defer = true}; /* as lms */
+    options_t o = {.link = presets[0].cfg.link, .cfg.vmm_defer = true, /* as lms */
+                   .cfg.evict_ahead = true};
     for (size_t i = 0; i < NFIGURES; i++)
         o.figure[i] = NAN;
     parse_options(argc, argv, &o);
