@@ -455,6 +455,19 @@ typedef struct tally {
     int miss_forced; /* of those, the least time above it too: no schedule could meet it */
 } tally_t;
 
+/* What the workloads add up to. */
+typedef struct figures {
+    int failures, phase_higher, searched;
+    int spared;                /* searched again a block smaller */
+    double *over_bound;        /* per workload searched: the least over the bound */
+    double *fill_over_bound;   /* the same with fill_at_starts */
+    int forced;                /* the least above TARGET times the bound */
+    int fill_within;           /* of those, within it with fill_at_starts */
+    int fill_below_bound;      /* fill_at_starts' least below the bound */
+    int by_capacity[4], forced_by_capacity[4]; /* devices of 1 to 3 chunks */
+    tally_t tally[NRUNS];
+} figures_t;
+
 static int cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -476,20 +489,114 @@ static void print_spread(const char *name, double *v, int n)
            (double)over / n);
 }
 
+/* Searches workload k (one whose largest kernel fits its device) with and
+ * without fill_at_starts and a block smaller, runs the policies on it, and
+ * adds it to f; says on stderr, and counts, what fails. */
+static void search_one(int k, inst_t *in, const sim_iters_t *its, double bound, double whole,
+                       figures_t *f)
+{
+    double least = least_time(in) * UNIT_NS;
+    if (bound > least + 1e-6) {
+        fprintf(stderr, "simulate_bound_check: workload %d: the bound is %.3f units "
+                        "(whole step %.3f), but a schedule takes %.0f\n",
+                k, bound / UNIT_NS, whole / UNIT_NS, least / UNIT_NS);
+        describe(in);
+        f->failures++;
+    }
+    f->over_bound[f->searched] = least / bound;
+    in->fill_at_starts = true;
+    double least_fill = least_time(in) * UNIT_NS;
+    in->fill_at_starts = false;
+    f->fill_over_bound[f->searched] = least_fill / bound;
+    bool forced = least > TARGET * bound * (1 + 1e-9);
+    f->forced += forced;
+    f->by_capacity[in->capacity]++;
+    f->forced_by_capacity[in->capacity] += forced;
+    f->fill_within += forced && least_fill <= TARGET * bound * (1 + 1e-9);
+    f->fill_below_bound += least_fill < bound - 1e-6;
+    double least_spared = 0;
+    if (in->capacity > 1 && in->w.max_kernel < (uint32_t)in->capacity) {
+        in->capacity--;
+        least_spared = least_time(in) * UNIT_NS;
+        in->capacity++;
+    }
+    sim_config_t cfg = config_of(in);
+    cfg.check = true;
+    cfg.vmm_defer = true; /* the order of VMM calls lms uses */
+    for (size_t r = 0; r < NRUNS; r++) {
+        cfg.evict_ahead = runs[r].evict_ahead;
+        sim_result_t res = sim_run(&in->w, its, &cfg, NULL, runs[r].policy, (uint32_t)in->capacity);
+        if ((double)res.step_ns < least - 1e-6) {
+            fprintf(stderr, "simulate_bound_check: workload %d: %s%s takes %.3f units, "
+                            "below the least the search found, %.0f\n",
+                    k, runs[r].name, runs[r].evict_ahead ? " (evict ahead)" : "",
+                    (double)res.step_ns / UNIT_NS, least / UNIT_NS);
+            describe(in);
+            f->failures++;
+        }
+        tally_t *t = &f->tally[r];
+        t->ratio[f->searched] = (double)res.step_ns / least;
+        if (least_spared > 0) {
+            t->same[f->spared] = t->ratio[f->searched];
+            t->spared[f->spared] = (double)res.step_ns / least_spared;
+        }
+        t->following += res.following;
+        bool miss = (double)res.step_ns > TARGET * bound * (1 + 1e-9);
+        t->miss += miss;
+        t->miss_forced += miss && forced;
+    }
+    f->searched++;
+    f->spared += least_spared > 0;
+}
+
+/* The JSON lines after the first, f->searched > 0. */
+static void print_figures(figures_t *f)
+{
+    /* the least time is the loosened model's (the file's comment), no more
+     * than the simulator's best: its figures over the bound understate that */
+    printf("{\"bench\":\"simulate_bound_check\",\"optimum\":\"loosened\",\"searched\":%d",
+           f->searched);
+    print_spread("optimum_over_bound", f->over_bound, f->searched);
+    printf(",\"target\":%.2f,\"over_target_by_device_chunks\":{", TARGET);
+    for (int c = 1; c <= 3; c++)
+        printf("%s\"%d\":{\"over\":%d,\"of\":%d}", c > 1 ? "," : "", c, f->forced_by_capacity[c],
+               f->by_capacity[c]);
+    fputs("}}\n", stdout);
+    /* the same search with the device's fullness held only at kernel starts
+     * and the step's ends, as the bound sees it: the misses of the target
+     * it brings within it are the bound's blind spot between those */
+    printf("{\"bench\":\"simulate_bound_check\",\"optimum\":\"loosened, full only at kernel "
+           "starts\",\"searched\":%d",
+           f->searched);
+    print_spread("optimum_over_bound", f->fill_over_bound, f->searched);
+    printf(",\"optimum_over_target\":%d,\"within_target_so\":%d,\"below_bound\":%d}\n", f->forced,
+           f->fill_within, f->fill_below_bound);
+    for (size_t r = 0; r < NRUNS; r++) {
+        tally_t *t = &f->tally[r];
+        printf("{\"bench\":\"simulate_bound_check\",\"optimum\":\"loosened\",\"policy\":\"%s\","
+               "\"evict_ahead\":%s,\"vmm_order\":\"defer\",\"searched\":%d,\"following\":%d",
+               runs[r].name, runs[r].evict_ahead ? "true" : "false", f->searched, t->following);
+        print_spread("over_optimum", t->ratio, f->searched);
+        printf(",\"over_target_of_bound\":%d,\"optimum_over_target_too\":%d,\"spared\":%d",
+               t->miss, t->miss_forced, f->spared);
+        if (f->spared > 0) {
+            print_spread("there_over_optimum", t->same, f->spared);
+            print_spread("there_over_optimum_a_block_smaller", t->spared, f->spared);
+        }
+        fputs("}\n", stdout);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    int n = argc > 1 ? atoi(argv[1]) : 400, failures = 0, phase_higher = 0, searched = 0;
+    int n = argc > 1 ? atoi(argv[1]) : 400;
     rng_state = argc > 2 ? strtoull(argv[2], NULL, 0) : 26;
-    double *over_bound = sim_zalloc((size_t)n, sizeof *over_bound);
-    double *fill_over_bound = sim_zalloc((size_t)n, sizeof *fill_over_bound);
-    int forced_misses = 0, fill_explains = 0, fill_below_bound = 0;
-    int by_capacity[4] = {0}, forced_by_capacity[4] = {0}; /* devices of 1 to 3 chunks */
-    tally_t tally[NRUNS] = {{0}};
-    int spared = 0; /* workloads searched again a block smaller */
+    figures_t f = {.over_bound = sim_zalloc((size_t)n, sizeof(double)),
+                   .fill_over_bound = sim_zalloc((size_t)n, sizeof(double))};
     for (size_t r = 0; r < NRUNS; r++) {
-        tally[r].ratio = sim_zalloc((size_t)n, sizeof *tally[r].ratio);
-        tally[r].same = sim_zalloc((size_t)n, sizeof *tally[r].same);
-        tally[r].spared = sim_zalloc((size_t)n, sizeof *tally[r].spared);
+        f.tally[r].ratio = sim_zalloc((size_t)n, sizeof(double));
+        f.tally[r].same = sim_zalloc((size_t)n, sizeof(double));
+        f.tally[r].spared = sim_zalloc((size_t)n, sizeof(double));
     }
     for (int k = 0; k < n; k++) {
         inst_t in;
@@ -503,108 +610,26 @@ int main(int argc, char **argv)
         sim_bound_t b = sim_lower_bound(&in.w, it, (uint32_t)in.capacity, false);
         double bound = sim_bound_ns(&b, &cfg, in.w.chunk_bytes, &which);
         double whole = sim_bound_whole_step_ns(&b, &cfg, in.w.chunk_bytes, &which);
-        phase_higher += bound > whole * (1 + 1e-9);
-        if (in.w.max_kernel <= (uint32_t)in.capacity) {
-            double least = least_time(&in) * UNIT_NS;
-            if (bound > least + 1e-6) {
-                fprintf(stderr, "simulate_bound_check: workload %d: the bound is %.3f units "
-                                "(whole step %.3f), but a schedule takes %.0f\n",
-                        k, bound / UNIT_NS, whole / UNIT_NS, least / UNIT_NS);
-                describe(&in);
-                failures++;
-            }
-            over_bound[searched] = least / bound;
-            in.fill_at_starts = true;
-            double least_fill = least_time(&in) * UNIT_NS;
-            in.fill_at_starts = false;
-            fill_over_bound[searched] = least_fill / bound;
-            bool forced = least > TARGET * bound * (1 + 1e-9);
-            forced_misses += forced;
-            by_capacity[in.capacity]++;
-            forced_by_capacity[in.capacity] += forced;
-            fill_explains += forced && least_fill <= TARGET * bound * (1 + 1e-9);
-            fill_below_bound += least_fill < bound - 1e-6;
-            double least_spared = 0;
-            if (in.capacity > 1 && in.w.max_kernel < (uint32_t)in.capacity) {
-                in.capacity--;
-                least_spared = least_time(&in) * UNIT_NS;
-                in.capacity++;
-            }
-            cfg.check = true;
-            cfg.vmm_defer = true; /* the order of VMM calls lms uses */
-            for (size_t r = 0; r < NRUNS; r++) {
-                cfg.evict_ahead = runs[r].evict_ahead;
-                sim_result_t res =
-                    sim_run(&in.w, &its, &cfg, NULL, runs[r].policy, (uint32_t)in.capacity);
-                if ((double)res.step_ns < least - 1e-6) {
-                    fprintf(stderr, "simulate_bound_check: workload %d: %s%s takes %.3f units, "
-                                    "below the least the search found, %.0f\n",
-                            k, runs[r].name, runs[r].evict_ahead ? " (evict ahead)" : "",
-                            (double)res.step_ns / UNIT_NS, least / UNIT_NS);
-                    describe(&in);
-                    failures++;
-                }
-                tally_t *t = &tally[r];
-                t->ratio[searched] = (double)res.step_ns / least;
-                if (least_spared > 0) {
-                    t->same[spared] = t->ratio[searched];
-                    t->spared[spared] = (double)res.step_ns / least_spared;
-                }
-                t->following += res.following;
-                bool miss = (double)res.step_ns > TARGET * bound * (1 + 1e-9);
-                t->miss += miss;
-                t->miss_forced += miss && forced;
-            }
-            searched++;
-            spared += least_spared > 0;
-        }
+        f.phase_higher += bound > whole * (1 + 1e-9);
+        if (in.w.max_kernel <= (uint32_t)in.capacity)
+            search_one(k, &in, &its, bound, whole, &f);
         free(its.it);
         sim_release(&in.w);
     }
     printf("{\"bench\":\"simulate_bound_check\",\"workloads\":%d,\"searched\":%d,"
            "\"phase_bound_higher\":%d,\"failures\":%d}\n",
-           n, searched, phase_higher, failures);
-    if (searched == 0) {
+           n, f.searched, f.phase_higher, f.failures);
+    if (f.searched == 0) {
         fputs("simulate_bound_check: no workload fits its device\n", stderr);
         return 1;
     }
-    /* the least time is the loosened model's (the file's comment): a bound
-     * on the simulator's best schedule, so optimum_over_bound understates it */
-    printf("{\"bench\":\"simulate_bound_check\",\"optimum\":\"loosened\",\"searched\":%d",
-           searched);
-    print_spread("optimum_over_bound", over_bound, searched);
-    printf(",\"target\":%.2f,\"over_target_by_device_chunks\":{", TARGET);
-    for (int c = 1; c <= 3; c++)
-        printf("%s\"%d\":{\"over\":%d,\"of\":%d}", c > 1 ? "," : "", c, forced_by_capacity[c],
-               by_capacity[c]);
-    fputs("}}\n", stdout);
-    /* the same search with the device's fullness held only at kernel starts
-     * and the step's ends, as the bound sees it: the misses of the target
-     * it brings within it are the bound's blind spot between those */
-    printf("{\"bench\":\"simulate_bound_check\",\"optimum\":\"loosened, full only at kernel "
-           "starts\",\"searched\":%d",
-           searched);
-    print_spread("optimum_over_bound", fill_over_bound, searched);
-    printf(",\"optimum_over_target\":%d,\"within_target_so\":%d,\"below_bound\":%d}\n",
-           forced_misses, fill_explains, fill_below_bound);
+    print_figures(&f);
     for (size_t r = 0; r < NRUNS; r++) {
-        printf("{\"bench\":\"simulate_bound_check\",\"optimum\":\"loosened\",\"policy\":\"%s\","
-               "\"evict_ahead\":%s,\"vmm_order\":\"defer\",\"searched\":%d,\"following\":%d",
-               runs[r].name, runs[r].evict_ahead ? "true" : "false", searched,
-               tally[r].following);
-        print_spread("over_optimum", tally[r].ratio, searched);
-        printf(",\"over_target_of_bound\":%d,\"optimum_over_target_too\":%d,\"spared\":%d",
-               tally[r].miss, tally[r].miss_forced, spared);
-        if (spared > 0) {
-            print_spread("there_over_optimum", tally[r].same, spared);
-            print_spread("there_over_optimum_a_block_smaller", tally[r].spared, spared);
-        }
-        fputs("}\n", stdout);
-        free(tally[r].ratio);
-        free(tally[r].same);
-        free(tally[r].spared);
+        free(f.tally[r].ratio);
+        free(f.tally[r].same);
+        free(f.tally[r].spared);
     }
-    free(over_bound);
-    free(fill_over_bound);
-    return failures ? 1 : 0;
+    free(f.over_bound);
+    free(f.fill_over_bound);
+    return f.failures ? 1 : 0;
 }
