@@ -41,7 +41,7 @@
  *
  * The model and the policies: simulate_model.c and simulate_policy.c. The
  * lower bound each row is measured against: Note [Lower bound] in
- * simulate_bound.c.
+ * simulate_bound.c, on the workload's chunks (Note [Chunk workload]).
  *
  * --check (the ctest): the quick workloads at 1.5x and 2x, the trace given
  * with --trace, and the gpt workload written as a trace and read back,
@@ -382,18 +382,20 @@ static void print_workload(const sim_workload_t *w, const sim_config_t *cfg, con
 }
 
 /* One row per policy at one device size, into run->rows; or, where the
- * largest kernel does not fit, one row that says so. */
+ * largest kernel does not fit, one row that says so. The bound is the
+ * chunk workload's (Note [Chunk workload] in simulate_bound.c): cw and its
+ * last iteration, clast. */
 static void run_at(const sim_workload_t *w, const options_t *o, const sim_iters_t *its,
-                   const sim_vdnn_plan_t *plan, run_t *run, uint32_t capacity, double oversub)
+                   const sim_vdnn_plan_t *plan, run_t *run, uint32_t capacity, double oversub,
+                   const sim_workload_t *cw, const sim_iter_t *clast)
 {
     if (capacity < w->max_kernel) {
         print_infeasible(w, &o->cfg, oversub, capacity, run->footprint);
         fflush(stdout);
         return;
     }
-    const sim_iter_t *last = &its->it[its->n - 1];
-    sim_bound_t b = sim_lower_bound(w, last, capacity, true);
-    sim_bound_t strict = sim_lower_bound(w, last, capacity, false);
+    sim_bound_t b = sim_lower_bound(cw, clast, capacity, true);
+    sim_bound_t strict = sim_lower_bound(cw, clast, capacity, false);
     for (sim_policy_t p = 0; p < SIM_NPOLICIES; p++) {
         if (!o->pol[p])
             continue;
@@ -424,10 +426,17 @@ static run_t run_workload(const sim_workload_t *w, const options_t *o)
     sim_vdnn_plan(w, &plan);
     print_workload(w, &o->cfg, &its, run.footprint);
     run.rows = sim_zalloc(ncap * SIM_NPOLICIES, sizeof *run.rows);
+    sim_workload_t cw;
+    sim_chunk_workload(w, &cw);
+    sim_iters_t cits = sim_iters_of(&cw);
+    if (cits.n != its.n)
+        sim_die("%s: the chunk workload has %zu iterations, not %zu", w->name, cits.n, its.n);
     for (size_t i = 0; i < ncap; i++)
-        run_at(w, o, &its, &plan, &run, cap[i], oversub[i]);
+        run_at(w, o, &its, &plan, &run, cap[i], oversub[i], &cw, &cits.it[cits.n - 1]);
     print_summary(w, &o->cfg, run.rows, run.n);
     sim_vdnn_plan_free(&plan);
+    free(cits.it);
+    sim_release(&cw);
     free(its.it);
     return run;
 }

@@ -68,7 +68,7 @@ typedef struct sim_tensor {
     uint32_t whole, nwhole;       /* of those, the ones it fills entirely: an overwrite needs
                                      none of their data */
     uint32_t nchunks;             /* of those, the ones no other tensor shares (a run's all, a
-                                     slot's those it fills): what the lower bound counts */
+                                     slot's those it fills); in a chunk workload, its chunks */
     uint32_t used_first, used_n;  /* the chunks that came into use at its alloc */
     uint32_t gone_first, gone_n;  /* and those that went out of use at its free */
     bool slot;                    /* in a slab's slot: policy/ hears of no free of it */
@@ -234,8 +234,14 @@ typedef struct sim_bound {
     bool steady;
 } sim_bound_t;
 
+/* The chunk workload of placed w into cw (sim_init'd here; the caller
+ * sim_releases it): a tensor per interval in which a chunk is in use, the
+ * same ops at chunk granularity, and the same iterations (Note [Chunk
+ * workload]). Dies if w's placement and ops disagree. */
+void sim_chunk_workload(const sim_workload_t *w, sim_workload_t *cw);
 /* Note [Lower bound] at a device of capacity chunks; steady: the steady
- * state's, else one that holds for any run. */
+ * state's, else one that holds for any run. w is a chunk workload (one
+ * placed whole-chunk is its own); of another, it counts its tensors' nchunks. */
 sim_bound_t sim_lower_bound(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
                             bool steady);
 /* Its time in ns: the largest of compute, link and vmm over the whole step

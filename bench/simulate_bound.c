@@ -108,6 +108,31 @@
  * the block of an eviction behind it): where lms's schedule moves exactly
  * in_min and out_min and still runs above the bound, the time lost is
  * there, or in the policy.
+ *
+ * Note [Chunk workload]
+ * The model (simulate_model.c) moves chunks, and alloc/ puts several small
+ * tensors in one (Note [Placement in the simulator] in
+ * simulate_workloads.c), so the notes above are computed not on the
+ * placed workload but on its chunk workload (sim_chunk_workload): the same
+ * op stream with a tensor for each interval in which a chunk is in use. It
+ * is allocated where alloc/ brought the chunk into use (its tensor's
+ * used_first/used_n) and freed where it went out of use (gone_first/gone_n),
+ * as the model's chunk is live; each kernel names every such tensor whose
+ * chunk it touches, once, with the kernel's times, phases and iteration
+ * marks. Its mode in the kernel is o only where the kernel's tensor
+ * overwrites it and fills the chunk entirely (the model needs the data of
+ * any other chunk an overwrite touches: a chunk kept in use past the tensor
+ * that was in it still has that tensor's bytes, which the model keeps); a
+ * partial overwrite is w, and two tensors in one chunk merge as sim_touch
+ * merges. So the notes' R, D, X and Y count each chunk once, as the model
+ * holds and moves it, and the bound holds for the model for the reason it
+ * holds for whole-chunk tensors (bench/simulate_bound_check.c checks those
+ * exhaustively). The chunks a tensor fills that came into use at its alloc
+ * and go out of use at its free (or never do) are touched by it alone, all
+ * alike: they are one tensor of that many chunks, which gives the same
+ * bound as one each and keeps a run of many chunks one access a kernel. A
+ * whole-chunk placement's chunk workload is the workload itself (each
+ * tensor one such group), so --placement chunks rows are as before.
  */
 #include <stdlib.h>
 
@@ -145,6 +170,126 @@ uint64_t sim_footprint(const sim_workload_t *w, const sim_iter_t *it)
             peak = live;
     }
     return peak;
+}
+
+/* ---- the chunk workload (Note [Chunk workload]) ----------------------------- */
+
+/* The chunks [lo, hi) tensor t alone touches in the whole of their time in
+ * use, as one group (Note [Chunk workload]): those it fills that came into
+ * use at its alloc and go out at its free or never. */
+static void own_group(const sim_tensor_t *t, uint32_t *lo, uint32_t *hi)
+{
+    uint32_t a = t->whole > t->used_first ? t->whole : t->used_first;
+    uint32_t b = t->whole + t->nwhole, u = t->used_first + t->used_n;
+    b = u < b ? u : b;
+    if (t->free_op != SIM_NONE) {
+        a = t->gone_first > a ? t->gone_first : a;
+        b = t->gone_first + t->gone_n < b ? t->gone_first + t->gone_n : b;
+    }
+    *lo = a;
+    *hi = b > a ? b : a;
+}
+
+static bool in_group(const uint32_t *g, uint32_t c)
+{
+    return c >= g[0] && c < g[1];
+}
+
+/* The chunk workload as it is built. */
+typedef struct derive {
+    sim_workload_t *cw;
+    uint32_t *owner; /* per tensor of cw: the tensor whose group it is; SIM_NONE: a chunk's */
+    size_t cap;
+    uint64_t live; /* cw's chunks in use */
+} derive_t;
+
+/* A tensor of cw for n chunks, allocated now: tensor owner's group, or
+ * (owner SIM_NONE) one chunk's time in use. */
+static uint32_t unit_alloc(derive_t *d, uint32_t n, uint32_t owner)
+{
+    uint32_t u = sim_alloc(d->cw, (uint64_t)n * d->cw->chunk_bytes, false, -1);
+    d->cw->tensors[u].nchunks = n;
+    d->owner = sim_grow(d->owner, &d->cap, (size_t)u + 1, sizeof *d->owner);
+    d->owner[u] = owner;
+    d->live += n;
+    return u;
+}
+
+static void unit_free(derive_t *d, uint32_t u)
+{
+    sim_free(d->cw, u);
+    d->live -= d->cw->tensors[u].nchunks;
+}
+
+/* Kernel op's accesses in cw: each chunk its tensors touch, named once. */
+static void derive_kernel(derive_t *d, const sim_workload_t *w, const sim_op_t *op,
+                          const uint32_t *unit, uint32_t (*own)[2])
+{
+    sim_kernel(d->cw, op->ns, op->layer, op->phase);
+    for (uint32_t i = op->acc; i < op->acc + op->nacc; i++) {
+        const sim_access_t *a = &w->acc[i];
+        const sim_tensor_t *t = &w->tensors[a->tensor];
+        for (uint32_t c = t->first; c < t->first + t->span; c++) {
+            bool whole = c >= t->whole && c < t->whole + t->nwhole;
+            bool mine = in_group(own[a->tensor], c);
+            if (unit[c] == SIM_NONE || d->owner[unit[c]] != (mine ? a->tensor : SIM_NONE))
+                sim_die("%s: kernel %u touches chunk %u, %s", w->name, (unsigned)(op - w->ops),
+                        c, unit[c] == SIM_NONE ? "not in use" : "another tensor's alone");
+            sim_touch(d->cw, unit[c], a->mode != SIM_OVERWRITE || whole ? a->mode : SIM_WRITE);
+            if (mine) /* the group, named once */
+                c = own[a->tensor][1] - 1;
+        }
+    }
+}
+
+void sim_chunk_workload(const sim_workload_t *w, sim_workload_t *cw)
+{
+    sim_init(cw, w->name, w->chunk_bytes);
+    cw->device_bytes = w->device_bytes;
+    cw->placement = w->placement;
+    derive_t d = {.cw = cw};
+    uint32_t *unit = sim_zalloc(w->nchunks, sizeof *unit); /* per chunk: its tensor in cw */
+    uint32_t *group = sim_zalloc(w->ntensors, sizeof *group); /* per tensor: its group's */
+    uint32_t(*own)[2] = sim_zalloc(w->ntensors, sizeof *own);
+    for (uint32_t c = 0; c < w->nchunks; c++)
+        unit[c] = SIM_NONE;
+    for (size_t j = 0; j < w->nops; j++) {
+        const sim_op_t *op = &w->ops[j];
+        const sim_tensor_t *t = op->kind == SIM_ALLOC || op->kind == SIM_FREE
+                                     ? &w->tensors[op->tensor]
+                                     : NULL;
+        if (op->kind == SIM_ALLOC) {
+            uint32_t *g = own[op->tensor];
+            own_group(t, &g[0], &g[1]);
+            group[op->tensor] = g[1] > g[0] ? unit_alloc(&d, g[1] - g[0], op->tensor) : SIM_NONE;
+            for (uint32_t c = t->used_first; c < t->used_first + t->used_n; c++) {
+                if (unit[c] != SIM_NONE)
+                    sim_die("%s: chunk %u came into use twice", w->name, c);
+                unit[c] = in_group(g, c) ? group[op->tensor] : unit_alloc(&d, 1, SIM_NONE);
+            }
+        } else if (op->kind == SIM_FREE) {
+            for (uint32_t c = t->gone_first; c < t->gone_first + t->gone_n; c++) {
+                if (unit[c] == SIM_NONE)
+                    sim_die("%s: chunk %u went out of use while not in it", w->name, c);
+                if (!in_group(own[op->tensor], c))
+                    unit_free(&d, unit[c]);
+                unit[c] = SIM_NONE;
+            }
+            if (group[op->tensor] != SIM_NONE)
+                unit_free(&d, group[op->tensor]);
+        } else if (op->kind == SIM_ITERATION) {
+            sim_iteration(cw);
+        } else {
+            derive_kernel(&d, w, op, unit, own);
+        }
+        if (d.live != w->in_use[j])
+            sim_die("%s: the chunk workload has %llu chunks in use after op %zu, not %u",
+                    w->name, (unsigned long long)d.live, j, w->in_use[j]);
+    }
+    free(d.owner);
+    free(unit);
+    free(group);
+    free(own);
 }
 
 /* ---- the lower bound (Note [Lower bound]) ---------------------------------- */

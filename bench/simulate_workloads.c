@@ -128,10 +128,8 @@ void sim_iteration(sim_workload_t *w)
  *   - policy/ hears of a free only for a run, whose chunks are its own (swap/
  *     lms.c's queue_freed: a slot's free says nothing of its chunk).
  * The footprint a row's device size comes from is the most chunks in use at
- * once (sim_chunks_in_use). The lower bound (simulate_bound.c) counts only
- * the chunks a tensor shares with no other (nchunks: a run's all, a slot's
- * those it fills): leaving shared ones out keeps it a bound, where counting a
- * shared chunk once for each tensor in it would not.
+ * once (sim_chunks_in_use). The lower bound (simulate_bound.c) is computed
+ * on the chunks as the model takes them, each once (Note [Chunk workload]).
  * Frees take effect at once, as on one stream whose work before the free
  * has finished; lms's thread caches (swap/tcache.c), which keep a freed
  * slot taken until a malloc of its class reuses it, are left out.
