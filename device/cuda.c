@@ -304,6 +304,55 @@ static int host_numa_node(cuda_t *c)
     return node;
 }
 
+/*
+ * Note [Host blocks on cuda]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * A host block is a cuMemCreate allocation of one block's size in host
+ * memory, made with CU_MEM_LOCATION_TYPE_HOST_NUMA on the device's NUMA node
+ * (0 where the system has no NUMA, as cuda.h asks), mapped with cuMemMap as a
+ * device block is. The driver can do it where the device says
+ * CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, and lms
+ * can use it where the host location's minimum granularity divides the block
+ * size, so that a host block maps at any block-aligned VA. A driver that does
+ * not know the attribute (before CUDA 12.2) fails the query: no host blocks.
+ */
+static void host_blocks_support(cuda_t *c, dev_info_t *info)
+{
+    c->host_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    c->host_prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    c->host_prop.location.id = info->host_numa_node >= 0 ? info->host_numa_node : 0;
+    char *why = info->host_blocks_why;
+    size_t nwhy = sizeof info->host_blocks_why;
+    int supported = 0;
+    CUresult r = c->drv.cuDeviceGetAttribute(
+        &supported, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, c->device);
+    char err[64];
+    if (r != CUDA_SUCCESS) {
+        dev_cuda_error_text(r, err, sizeof err);
+        snprintf(why, nwhy, "driver lacks HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: %s", err);
+        return;
+    }
+    if (!supported) {
+        snprintf(why, nwhy, "the device does not support VMM allocations on a host NUMA node");
+        return;
+    }
+    size_t host_granularity = 0;
+    r = c->drv.cuMemGetAllocationGranularity(&host_granularity, &c->host_prop,
+                                             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS) {
+        dev_cuda_error_text(r, err, sizeof err);
+        snprintf(why, nwhy, "no allocation granularity on host NUMA node %d: %s",
+                 c->host_prop.location.id, err);
+        return;
+    }
+    if (host_granularity == 0 || c->granularity % host_granularity != 0) {
+        snprintf(why, nwhy, "host granularity %zu does not divide the block size %zu",
+                 host_granularity, c->granularity);
+        return;
+    }
+    info->host_blocks = true;
+}
+
 static void close_backend(void *self)
 {
     cuda_t *c = self;
@@ -454,6 +503,7 @@ lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)
         goto fail_release_ctx;
     }
     found.host_numa_node = host_numa_node(c);
+    host_blocks_support(c, &found);
 
     *info = found;
     out->ops = &cuda_ops;

@@ -61,6 +61,8 @@ typedef struct cuda {
     int high_priority; /* the device's greatest stream priority */
     CUmemAllocationProp block_prop; /* one pinned block on this device */
     CUmemAccessDesc access;         /* read/write for this device */
+    CUmemAllocationProp host_prop;  /* one host block on the device's NUMA node: Note [Host
+                                       blocks on cuda] */
 
     pthread_mutex_t lock;         /* guards `adopted` */
     CUstream *adopted;            /* the program's streams adopted, once per adoption */

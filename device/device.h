@@ -104,6 +104,8 @@ typedef struct dev_info {
     size_t total_memory;  /* bytes of device memory */
     size_t granularity;   /* block size and map alignment, a power of two */
     int host_numa_node;   /* NUMA node of host memory nearest the device; -1 unknown */
+    bool host_blocks;     /* host blocks (host_block_create) can be made and mapped here */
+    char host_blocks_why[128]; /* without host_blocks, why not, in a few words; else "" */
     bool has_kernels;     /* the kernels table's kernels run here: set by its open
                              (dev_kernels_t); false without one */
 } dev_info_t;

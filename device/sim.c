@@ -800,6 +800,7 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
         .total_memory = sim->capacity,
         .granularity = sim->granularity,
         .host_numa_node = nearest_numa_node(),
+        .host_blocks = true,
     };
     snprintf(info->name, sizeof info->name, "simulated GPU (%s, %s blocks)",
              base_format_size(sim->capacity, cap, sizeof cap),
