@@ -136,11 +136,17 @@ typedef struct sim_config {
      * fetch's H2D, set_access while a D2H copy is on the wire, unmap after
      * an eviction's D2H or a clean drop. */
     double map_us, access_us, access_d2h_us, unmap_us;
+    /* --evicted host's calls on a host block, us per MiB: its map and
+     * set_access at an evicted chunk's addresses (set_access at the second
+     * rate while a D2H copy is on the wire), its unmap before a fetch. */
+    double host_map_us, host_access_us, host_access_d2h_us, host_unmap_us;
     int iterations; /* of a generated workload */
     bool check;     /* also verify policy_victim against policy_evict_key */
     bool evict_ahead; /* the schedule evicts ahead (policy_evict_ahead); swap/ does not yet */
     bool vmm_defer;   /* --vmm-order defer (the default, as lms): Note [VMM beside copies] in
                          swap/prefetch.c */
+    bool evicted_host; /* --evicted host: Note [Host-mapped eviction in the simulator] in
+                          simulate_model.c */
 } sim_config_t;
 
 /* ---- the conformance check (simulate_conform.c, Note [One plan]) ---------------- */
@@ -198,6 +204,10 @@ void sim_cnn(sim_workload_t *w, sim_scale_t scale, int iterations);
 /* Reads a trace from f (named path in messages) into w (sim_init'd by the
  * caller). Returns false, with "path:line: what" in err, on malformed input. */
 bool sim_trace_read(FILE *f, const char *path, sim_workload_t *w, char *err, size_t errlen);
+/* The trace at path into w (sim_init'd here with chunk_bytes, named by the
+ * file's name), placed as placement says; exits (bad input) if it cannot. */
+void sim_trace_load(const char *path, uint64_t chunk_bytes, sim_placement_t placement,
+                    sim_workload_t *w);
 /* Writes w as a trace; device_bytes 0 writes no device line. */
 void sim_trace_write(FILE *f, const sim_workload_t *w, uint64_t device_bytes);
 
@@ -252,6 +262,12 @@ double sim_bound_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chun
 /* The whole-step terms alone, the bound before Note [Phase bound]. */
 double sim_bound_whole_step_ns(const sim_bound_t *b, const sim_config_t *cfg, uint64_t chunk,
                                const char **which);
+/* Note [Lower bound]'s link and vmm terms, in their closed forms, against
+ * the least found by trying 4000 splits of the time (the link's over the
+ * time both directions run, the VMM queue's over the time set_access runs
+ * beside D2H copies), for chunks of chunk_bytes: false, saying where in
+ * why[0 .. n), if they differ. */
+bool sim_bound_terms_agree(const sim_config_t *cfg, uint64_t chunk_bytes, char *why, size_t n);
 /* Note [Phase bound] alone for iteration it at capacity chunks; steady as
  * for sim_lower_bound. */
 double sim_phase_bound_ns(const sim_workload_t *w, const sim_iter_t *it, uint32_t capacity,
@@ -268,6 +284,10 @@ typedef struct sim_result {
     uint64_t prefetched; /* chunk fetches issued ahead of need */
     uint64_t fetches, evictions, clean_drops;
     uint64_t access_d2h_ns; /* the VMM queue's time on set_access beside a D2H copy */
+    uint64_t vmm_ns;        /* the VMM queue's busy time */
+    uint64_t host_vmm_ns;   /* of it, on host blocks' calls (--evicted host) */
+    uint64_t remaps;        /* host blocks mapped at evicted chunks' addresses */
+    uint64_t remap_stall_ns; /* a kernel ready to start, held until the remaps before it end */
     bool following; /* the policy followed its schedule at the end */
 } sim_result_t;
 

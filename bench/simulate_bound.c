@@ -134,6 +134,8 @@
  * whole-chunk placement's chunk workload is the workload itself (each
  * tensor one such group), so --placement chunks rows are as before.
  */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/base.h"
@@ -492,6 +494,45 @@ double sim_bound_whole_step_ns(const sim_bound_t *b, const sim_config_t *cfg, ui
         *which = "vmm";
     }
     return lb;
+}
+
+bool sim_bound_terms_agree(const sim_config_t *cfg, uint64_t chunk_bytes, char *why, size_t n)
+{
+    static const uint64_t moves[][2] = {{0, 5}, {5, 0}, {3, 7}, {10, 10}, {7, 2}, {1000, 1}};
+    const double chunk = (double)chunk_bytes, mib = chunk / (double)BASE_MiB, steps = 4000;
+    for (size_t i = 0; i < sizeof moves / sizeof moves[0]; i++) {
+        double in = (double)moves[i][0], out = (double)moves[i][1];
+        double a = in * chunk / cfg->h2d_gbps, b = out * chunk / cfg->d2h_gbps, f = cfg->both;
+        double both_max = (a < b ? a : b) / f, link = INFINITY;
+        for (double k = 0; k <= steps; k++) {
+            double t = both_max * k / steps, left_a = a - f * t, left_b = b - f * t;
+            double total = t + (left_a > 0 ? left_a : 0) + (left_b > 0 ? left_b : 0);
+            link = total < link ? total : link;
+        }
+        double mu = (in * cfg->map_us + out * cfg->unmap_us) * mib * 1e3;
+        double sa = in * cfg->access_us * mib * 1e3, vmm = INFINITY;
+        if (cfg->access_d2h_us > cfg->access_us) {
+            double r = cfg->access_us / cfg->access_d2h_us;
+            for (double k = 0; k <= steps; k++) {
+                double x = b * k / steps, idle = sa - r * x > 0 ? sa - r * x : 0;
+                double t = mu + x + idle > b + idle ? mu + x + idle : b + idle;
+                vmm = t < vmm ? t : vmm;
+            }
+        } else {
+            vmm = mu + in * cfg->access_d2h_us * mib * 1e3;
+        }
+        const char *which;
+        sim_bound_t bound = {.in_chunks = moves[i][0], .out_chunks = moves[i][1]};
+        double got = sim_bound_ns(&bound, cfg, chunk_bytes, &which);
+        double want = link > vmm ? link : vmm;
+        if (got > want * (1 + 1e-9) + 1 || got < want * (1 - 2e-3) - 1) {
+            snprintf(why, n, "the lower bound of %g chunks in and %g out is %.1f ns, where trying "
+                     "splits of the time finds %.1f (link %.1f, vmm %.1f)",
+                     in, out, got, want, link, vmm);
+            return false;
+        }
+    }
+    return true;
 }
 
 /* ---- the phase bound (Note [Phase bound]) ----------------------------------- */

@@ -22,8 +22,9 @@
  *            as the links' is). A chunk that takes a block without a copy
  *            (new data, an overwrite) and a freed one that gives its block
  *            back cost no VMM call here, where lms maps and sets access on
- *            the first and keeps the second mapped until its block is
- *            taken: the model leaves those calls out. With --vmm-order
+ *            taken: the model leaves those calls out. --evicted host
+ *            adds a host block's calls (Note [Host-mapped eviction in the
+ *            simulator], below). With --vmm-order
  *            defer (the default, as lms), prefetches and the evictions
  *            nothing waits for take turns with the copies out as swap/'s
  *            do (Note [VMM beside copies] in swap/prefetch.c; "The order of
@@ -56,6 +57,46 @@
  * kernel ends).
  *
  * The policies: simulate_policy.c.
+ *
+ * Note [Host-mapped eviction in the simulator]
+ * With --evicted host (issue 27), an evicted chunk's addresses map its
+ * host block, so that an access no hook saw reads or writes it over the
+ * link instead of faulting; the model charges the VMM calls that costs,
+ * on the one serial VMM queue, at their own us per MiB (the host_* figures
+ * of Note [Link presets] in simulate.c):
+ *   - an eviction, once its device block is unmapped (after its D2H, or at
+ *     once for a clean drop) and given back, remaps the chunk: maps its
+ *     host block at its addresses, then sets access on it (at the beside-D2H
+ *     rate while a copy out is on the wire). Its block is free before the
+ *     remap, as swap/ gives the device blocks back before it remaps;
+ *   - a fetch first unmaps the host block from the chunk's addresses, then
+ *     maps a device block and sets access as in the unmapped mode; an
+ *     overwrite of a chunk on the host, and a free of one, unmap the host
+ *     block alone (its cost charged to the queue; the chunk does not wait
+ *     for it, as it waits for no map when it takes a block with no copy);
+ *   - with --vmm-order defer, a remap, which nothing waits for, is not
+ *     queued while a D2H copy is queued or on the wire (the draft's Note
+ *     [Remap beside copies], issue 27): it is deferred, and queued when the
+ *     D2H link goes idle. A fetch or a free of a chunk whose remap is
+ *     deferred drops the remap (its addresses map nothing to unmap). An
+ *     eviction nothing waits for does not start while remaps are deferred
+ *     or queued, as for a prefetch's map and set_access: swap/ makes the
+ *     calls under its lock, so no copy starts until they return (the draft
+ *     has such an eviction's copy flush the deferred remaps first, beside
+ *     the copies out still running; holding it back runs them at the idle
+ *     rate instead);
+ *   - lms remaps every chunk it evicted before an access returns, so that
+ *     no access it lets run finds a chunk on the host unmapped: a kernel
+ *     whose chunks are in does not start until the remaps deferred or
+ *     queued when it became ready have ended (the deferred ones are queued
+ *     then, beside whatever copies out run). Rows count that wait as
+ *     remap_stall_ms (part of stall_ms).
+ * A chunk's remap queued before its fetch runs first (the queue is FIFO),
+ * and the fetch then unmaps it. The unmapped mode (the default, as lms
+ * until a card has measured the host-mapped one) queues none of these
+ * calls, so its rows are the same as before the mode was modelled. The
+ * lower bound (Note [Lower bound] in simulate_bound.c) leaves them out:
+ * it is the unmapped mode's, and a host row over it shows the mode's cost.
  */
 #include <math.h>
 #include <stdio.h>
@@ -149,10 +190,16 @@ static double link_rate(const model_t *s, const link_t *l, const link_t *other)
 static double vmm_call_ns(const model_t *s)
 {
     const sim_config_t *cfg = s->cfg;
-    double us = s->vmm_call == VMM_MAP      ? cfg->map_us
-                : s->vmm_call == VMM_UNMAP_CALL ? cfg->unmap_us
-                : s->d2h.q.n > 0            ? cfg->access_d2h_us
-                                            : cfg->access_us;
+    bool d2h = s->d2h.q.n > 0;
+    double us;
+    switch (s->vmm_call) {
+    case VMM_MAP: us = cfg->map_us; break;
+    case VMM_ACCESS: us = d2h ? cfg->access_d2h_us : cfg->access_us; break;
+    case VMM_UNMAP_CALL: us = cfg->unmap_us; break;
+    case VMM_HMAP: us = cfg->host_map_us; break;
+    case VMM_HACCESS: us = d2h ? cfg->host_access_d2h_us : cfg->host_access_us; break;
+    default: us = cfg->host_unmap_us; break;
+    }
     return us * 1e3 * ((double)s->chunk / (double)BASE_MiB);
 }
 
@@ -180,8 +227,13 @@ static void links_advance(model_t *s)
         s->d2h.left -= dt * r2;
     if (s->vmm.n > 0 && s->vmm_ns > 0)
         s->vmm_left -= dt / s->vmm_ns;
-    if (s->vmm.n > 0 && s->vmm_call == VMM_ACCESS && s->d2h.q.n > 0)
-        s->cur.access_d2h_ns += s->now - s->links_at;
+    if (s->vmm.n > 0) {
+        uint64_t ns = s->now - s->links_at;
+        bool access = s->vmm_call == VMM_ACCESS || s->vmm_call == VMM_HACCESS;
+        s->cur.vmm_ns += ns;
+        s->cur.host_vmm_ns += s->vmm_call >= VMM_HMAP ? ns : 0;
+        s->cur.access_d2h_ns += access && s->d2h.q.n > 0 ? ns : 0;
+    }
     s->links_at = s->now;
 }
 
@@ -209,12 +261,38 @@ static void link_push(model_t *s, link_t *l, uint32_t c)
     model_ring_push(&l->q, c);
 }
 
-/* The VMM queue's head starts its first call now. */
+/* The VMM queue's head starts its first call now (a fetch's the host
+ * block's unmap, if the chunk's addresses map it). */
 static void vmm_start(model_t *s)
 {
-    s->vmm_call = s->vmm.v[s->vmm.head] & VMM_UNMAP ? VMM_UNMAP_CALL : VMM_MAP;
+    uint32_t entry = s->vmm.v[s->vmm.head];
+    switch (entry & VMM_KIND) {
+    case 0: s->vmm_call = s->c[entry].va_host ? VMM_HUNMAP_CALL : VMM_MAP; break;
+    case VMM_UNMAP: s->vmm_call = VMM_UNMAP_CALL; break;
+    case VMM_REMAP: s->vmm_call = VMM_HMAP; break;
+    default: s->vmm_call = VMM_HUNMAP_CALL; break;
+    }
     s->vmm_left = 1;
     vmm_retime(s, true);
+}
+
+/* The VMM queue's head goes on to its entry's next call, if it has one:
+ * a fetch's map after the host block's unmap, set_access after a map. */
+static bool vmm_next_call(model_t *s)
+{
+    uint32_t entry = s->vmm.v[s->vmm.head];
+    if (s->vmm_call == VMM_HUNMAP_CALL && (entry & VMM_KIND) == 0) {
+        model_invariant(s->c[entry].va_host, s, entry, "a host block unmapped where none is");
+        s->c[entry].va_host = false;
+        s->vmm_call = VMM_MAP;
+    } else if (s->vmm_call == VMM_MAP || s->vmm_call == VMM_HMAP) {
+        s->vmm_call = s->vmm_call == VMM_MAP ? VMM_ACCESS : VMM_HACCESS;
+    } else {
+        return false;
+    }
+    s->vmm_left = 1;
+    vmm_retime(s, true);
+    return true;
 }
 
 static void vmm_push(model_t *s, uint32_t entry)
@@ -222,6 +300,71 @@ static void vmm_push(model_t *s, uint32_t entry)
     model_ring_push(&s->vmm, entry);
     if (s->vmm.n == 1)
         vmm_start(s);
+}
+
+/* -- host-mapped eviction (Note [Host-mapped eviction in the simulator]) -- */
+
+static void remap_queue(model_t *s, uint32_t c)
+{
+    s->c[c].remap = REMAP_QUEUED;
+    s->remaps_pushed++;
+    vmm_push(s, c | VMM_REMAP);
+}
+
+/* Chunk c, evicted to the host, gets its host block mapped at its
+ * addresses: now, or once the copies out end. */
+static void remap(model_t *s, uint32_t c)
+{
+    s->remaps_pending++;
+    if (s->cfg->vmm_defer && s->d2h.q.n > 0) {
+        s->c[c].remap = REMAP_DEFERRED;
+        model_ring_push(&s->remaps, c);
+    } else {
+        remap_queue(s, c);
+    }
+}
+
+void model_flush_remaps(model_t *s)
+{
+    while (s->remaps.n > 0) {
+        uint32_t c = model_ring_pop(&s->remaps);
+        if (s->c[c].remap == REMAP_DEFERRED)
+            remap_queue(s, c);
+    }
+}
+
+/* Chunk c leaves the host (fetch: by a fetch, whose entry unmaps the host
+ * block itself): a deferred remap is dropped; else the host block is
+ * unmapped from its addresses, once it is mapped there. */
+static void host_leave(model_t *s, uint32_t c, bool fetch)
+{
+    chunk_t *k = &s->c[c];
+    if (k->remap == REMAP_DEFERRED) {
+        k->remap = REMAP_NONE; /* its entry in s->remaps goes stale */
+        s->remaps_pending--;
+    } else if (!fetch && (k->remap == REMAP_QUEUED || k->va_host)) {
+        vmm_push(s, c | VMM_HUNMAP);
+    }
+}
+
+/* Whether the prepared kernel, its chunks in, waits for the remaps lms
+ * makes before an access returns: those deferred or queued when it became
+ * ready (the deferred ones are queued now). */
+static bool remaps_hold(model_t *s)
+{
+    if (!s->remap_held) {
+        if (s->remaps_pending == 0)
+            return false;
+        model_flush_remaps(s);
+        s->remap_wait = s->remaps_pushed;
+        s->stall_since = s->now;
+        s->remap_held = true;
+    }
+    if (s->remaps_landed < s->remap_wait)
+        return true;
+    s->remap_held = false;
+    s->cur.remap_stall_ns += s->now - s->stall_since;
+    return false;
 }
 
 /* -- chunk transitions -- */
@@ -247,6 +390,8 @@ void model_take_block(model_t *s, uint32_t c, bool needs)
     model_invariant(s->free_blocks > 0, s, c, "a block taken when none is free");
     s->free_blocks--;
     model_set_queued(s, c, false);
+    if (k->state == HOST)
+        host_leave(s, c, needs);
     if (k->state == HOST && needs) {
         k->state = FETCHING;
         s->vmm_fetches++;
@@ -316,9 +461,9 @@ static void d2h_done(model_t *s, uint32_t c)
 
 static void vmm_done(model_t *s, uint32_t entry)
 {
-    uint32_t c = entry & ~VMM_UNMAP;
+    uint32_t c = entry & ~VMM_KIND;
     chunk_t *k = &s->c[c];
-    if (entry & VMM_UNMAP) {
+    if ((entry & VMM_KIND) == VMM_UNMAP) {
         s->evicting--;
         bool keep = k->live && !k->discard && k->version != 0;
         k->discard = false;
@@ -326,7 +471,23 @@ static void vmm_done(model_t *s, uint32_t entry)
         if (keep) {
             model_invariant(k->host_version == k->version, s, c, "evicted data lost");
             k->state = HOST;
+            if (s->cfg->evicted_host)
+                remap(s, c);
         }
+        return;
+    }
+    if ((entry & VMM_KIND) == VMM_REMAP) {
+        model_invariant(k->remap == REMAP_QUEUED && !k->va_host, s, c, "a remap not asked for");
+        k->remap = REMAP_NONE;
+        k->va_host = true;
+        s->remaps_pending--;
+        s->remaps_landed++;
+        s->cur.remaps++;
+        return;
+    }
+    if (entry & VMM_KIND) { /* a host block's unmap alone */
+        model_invariant(k->va_host, s, c, "a host block unmapped where none is");
+        k->va_host = false;
         return;
     }
     s->vmm_fetches--;
@@ -377,8 +538,10 @@ static void do_free(model_t *s, const sim_tensor_t *t)
         k->ahead = false;
         model_set_queued(s, c, false);
         k->version = 0;
-        if (k->state == HOST)
+        if (k->state == HOST) {
+            host_leave(s, c, false);
             k->state = UNBACKED;
+        }
         else if (k->state == EVICTING || k->state == FETCHING)
             k->discard = true;
         else if (k->state == RESIDENT && k->pins == 0)
@@ -562,7 +725,7 @@ static void schedule(model_t *s)
         bool moved = advance_cursor(s);
         if (s->prep.op >= 0) {
             demand(s);
-            if (s->run.op < 0 && prep_ready(s)) {
+            if (s->run.op < 0 && prep_ready(s) && !remaps_hold(s)) {
                 start_kernel(s);
                 moved = true;
             }
@@ -589,12 +752,9 @@ static bool complete_due(model_t *s)
             s->d2h.left = (double)s->chunk;
         any = true;
     }
-    /* a fetch's map, then its set_access (either may take no time) */
-    if (s->vmm.n > 0 && s->vmm_done <= s->now && s->vmm_call == VMM_MAP) {
-        s->vmm_call = VMM_ACCESS;
-        s->vmm_left = 1;
-        vmm_retime(s, true);
-    }
+    /* an entry's calls one after another (any may take no time) */
+    while (s->vmm.n > 0 && s->vmm_done <= s->now && vmm_next_call(s))
+        ;
     if (s->vmm.n > 0 && s->vmm_done <= s->now) {
         vmm_done(s, model_ring_pop(&s->vmm));
         if (s->vmm.n > 0)
@@ -650,6 +810,7 @@ static void model_free(model_t *s)
     free(s->h2d.q.v);
     free(s->d2h.q.v);
     free(s->vmm.v);
+    free(s->remaps.v);
     free(s->pq.v);
 }
 

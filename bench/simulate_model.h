@@ -11,9 +11,22 @@
 #include "swap/need.h"
 
 #define MAX_FETCH SIM_CONFORM_MAX /* chunks asked of policy_prefetch at a time */
-#define VMM_UNMAP 0x80000000u /* a VMM queue entry's kind bit (chunk ids stay below) */
+/* A VMM queue entry is a chunk id and its kind, in the two bits above the
+ * ids (below SIM_MAX_PLACED): a fetch (no bit: the host block's unmap if
+ * its addresses map one, map, set_access), an eviction's unmap, a host
+ * block's remap (map, set_access) or unmap alone (Note [Host-mapped
+ * eviction in the simulator] in simulate_model.c). */
+#define VMM_UNMAP 0x80000000u
+#define VMM_REMAP 0x40000000u
+#define VMM_HUNMAP (VMM_UNMAP | VMM_REMAP)
+#define VMM_KIND VMM_HUNMAP
+_Static_assert(SIM_MAX_PLACED <= VMM_REMAP, "chunk ids overlap a VMM queue entry's kind");
 
-enum { VMM_MAP, VMM_ACCESS, VMM_UNMAP_CALL }; /* the calls of a VMM queue entry */
+/* The calls of a VMM queue entry: on a device block, then on a host block. */
+enum { VMM_MAP, VMM_ACCESS, VMM_UNMAP_CALL, VMM_HMAP, VMM_HACCESS, VMM_HUNMAP_CALL };
+
+/* Where an evicted chunk's host remap is (--evicted host). */
+enum { REMAP_NONE, REMAP_DEFERRED, REMAP_QUEUED };
 
 /* A chunk goes through swap/'s states (swap/need.h). */
 
@@ -25,6 +38,8 @@ typedef struct chunk {
     bool queued;      /* on the host, waiting for a block to be prefetched into */
     bool dirty;       /* the host has no copy of its current data */
     bool ahead;       /* prefetched and not yet used */
+    bool va_host;     /* its addresses map its host block (--evicted host) */
+    uint8_t remap;    /* REMAP_*: its host block waits to be mapped there */
     uint32_t version; /* of its data (0: none yet); each w/o makes a new one */
     uint32_t dev_version, host_version; /* what the block and the host copy hold */
     uint32_t cand;                      /* index in the candidate set, SIM_NONE: not evictable */
@@ -81,6 +96,12 @@ typedef struct model {
     uint64_t vmm_done; /* so it ends then */
     uint32_t vmm_fetches; /* fetches' entries in the VMM queue (map and set_access) */
     bool vmm_deferred;  /* a prefetch waits for the D2H link to go idle (vmm_defer_ahead) */
+    ring_t remaps;        /* chunks whose remap is deferred (and stale entries) */
+    uint32_t remaps_pending; /* remaps deferred or queued */
+    uint64_t remaps_pushed, remaps_landed; /* remaps queued and done, ever */
+    uint64_t remap_wait;  /* the prepared kernel starts once remaps_landed reaches it */
+    uint64_t stall_since; /* when it was first held for them */
+    bool remap_held;      /* it is held for them */
     ring_t pq;            /* prefetched chunks waiting for a block (and stale entries) */
     uint32_t queued;      /* chunks waiting in pq */
     uint64_t h2d_pending; /* bytes to the device issued and not landed */
@@ -105,6 +126,8 @@ uint32_t model_ring_pop(ring_t *r);
 void model_take_block(model_t *s, uint32_t c, bool needs);
 /* Starts evicting resident chunk c. */
 void model_evict(model_t *s, uint32_t c);
+/* Queues the remaps deferred while copies ran out (--evicted host). */
+void model_flush_remaps(model_t *s);
 void model_set_queued(model_t *s, uint32_t c, bool queued);
 /* policy_access at the simulated now. */
 void model_report(model_t *s, uint32_t first, uint32_t n, policy_kind_t kind);

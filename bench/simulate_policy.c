@@ -161,7 +161,9 @@ static uint64_t victim_key(void *arg, size_t i) { return ((model_t *)arg)->ranke
  * calls under its lock, so no copy is started until they return. What a
  * kernel waits for (its fetches, and the evictions that free its blocks)
  * goes at once. Copies out already queued run on, and a fetch a kernel
- * waits for then pays set_access's rate beside them.
+ * waits for then pays set_access's rate beside them. With --evicted host,
+ * evictions' remaps take the same turns (Note [Host-mapped eviction in the
+ * simulator] in simulate_model.c).
  * --vmm-order fifo starts each in the order it comes.
  */
 
@@ -177,7 +179,7 @@ static bool vmm_defer_ahead(model_t *s)
 /* Whether an eviction nothing waits for waits for the VMM work ahead. */
 static bool ahead_evictions_wait(const model_t *s)
 {
-    return s->cfg->vmm_defer && (s->vmm_deferred || s->vmm_fetches > 0);
+    return s->cfg->vmm_defer && (s->vmm_deferred || s->vmm_fetches > 0 || s->remaps_pending > 0);
 }
 
 /* The plan's placed fetches, into the blocks spare now. */
@@ -309,8 +311,10 @@ static void reclaim(model_t *s)
 void model_policies(model_t *s)
 {
     serve_queue(s);
-    if (s->d2h.q.n == 0)
+    if (s->d2h.q.n == 0) {
         s->vmm_deferred = false; /* the deferred prefetch is planned again now */
+        model_flush_remaps(s);   /* Note [Host-mapped eviction in the simulator] */
+    }
     if (s->pol == SIM_SCHEDULE) {
         schedule_prefetch(s);
         evict_ahead(s);

@@ -442,6 +442,21 @@ static FILE *gunzip_open(FILE *f, gunzip_t **out)
 
 static bool read_lines(reader_t *r, FILE *f);
 
+void sim_trace_load(const char *path, uint64_t chunk_bytes, sim_placement_t placement,
+                    sim_workload_t *w)
+{
+    const char *base = strrchr(path, '/');
+    char err[512];
+    sim_init(w, base != NULL ? base + 1 : path, chunk_bytes);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        sim_bad("%s: %s", path, strerror(errno));
+    if (!sim_trace_read(f, path, w, err, sizeof err))
+        sim_bad("%s", err);
+    fclose(f);
+    sim_place(w, placement);
+}
+
 bool sim_trace_read(FILE *f, const char *path, sim_workload_t *w, char *err, size_t errlen)
 {
     reader_t r = {.path = path, .err = err, .errlen = errlen, .w = w};
