@@ -12,19 +12,28 @@
 # and which of __cudaLaunchKernel and cudaLaunchKernel torch's libtorch_cuda.so
 # calls), build (fresh, in /tmp/lms-gpu), build_lib (the same, liblms.so
 # only), build_bench (the same, liblms.so, bench/remap, swap and simulate and
-# bench/libuvm_alloc.so only), info (lms-info --json), test (ctest -L gpu), a
-# suite by name (test_device, test_swap, ...: that suite alone on cuda),
-# stress, alloc, swap, remap (with unified memory's migration rates),
+# bench/libuvm_alloc.so only), build_host (the same, liblms.so, lms-info,
+# bench/swap, bench/host_numa, tests/test_swap and tests/stress only), info
+# (lms-info --json), test (ctest -L gpu), a suite by name (test_device,
+# test_swap, ...: that suite alone on cuda), stress, alloc, swap, remap (with
+# unified memory's migration rates),
 # vmm_threads, train, many_chunks (the benchmarks on cuda), alloc_sim
 # (bench/alloc on sim: the host alone), preload (tests/gpu/preload-probe.sh),
 # launch_gpu (a hooked launch's real cost) and host_numa (CUDA 13's
-# host-located VMM memory), both under LD_PRELOAD, gpt2 (bench/gpt2.py:
+# host-located VMM memory: granularity, handle count, map/set_access/unmap
+# idle and beside copies, copy and kernel rates through host mappings, an
+# eviction and fetch by hand), both under LD_PRELOAD, gpt2 (bench/gpt2.py:
 # PyTorch under LD_PRELOAD at 2x), gpt2_e2e (the same at 1.25x-4x),
 # gpt2_small (the small model unlimited and at 2x, --diagnose), gpt2_oversub
 # (the suite at 2x, 4x, 1.25x, short enough for one call), gpt2_uvm (the
 # suite at 2x: lms beside unified memory, with and without prefetch hints),
 # calibrate (bench/calibrate.py: the simulator's prediction for gpt2_uvm's
-# model and limit beside what the card did; after gpt2_uvm in one call).
+# model and limit beside what the card did; after gpt2_uvm in one call),
+# and issue 27's steps that need its host-mapped eviction (LMS_EVICTED=host),
+# which skip (77) saying why until lms-info resolves that mode on the device:
+# swap_modes (bench/swap --quick under LMS_EVICTED=unmapped, then host, each
+# row tagged "evicted"), test_swap_host and stress_host (tests/test_swap and
+# the stress on cuda under LMS_EVICTED=host).
 #
 # Plans (one device call each, 9 minutes at most: the call's deadline is
 # 520 s after the script starts unless LMS_GPU_DEADLINE says otherwise; with
@@ -36,6 +45,9 @@
 #   first 2   env build_lib gpt2_oversub
 #   first 3   env build_bench remap gpt2_uvm calibrate swap (issue 26: unified
 #             memory, the peer, beside lms, and the simulator's calibration)
+#   first 4   env build_host host_numa swap_modes test_swap_host stress_host
+#             (issue 27: host-mapped eviction; the last three skip until the
+#             mode is built)
 # From the repository root, in the device tool's run:
 #   eval "$(sh .deps/deps.sh unpack .deps /opt/lmsdeps)" && sh tools/gpu-session.sh "$OUT" first 1
 #
@@ -54,8 +66,10 @@
 # LMS_GPU_BUILD (default build/; nothing is compiled), lms-info runs on sim,
 # the steps that need a card are listed as "skipped: needs a card", and the
 # others run and must pass or skip (77): the preload probe, launch_gpu,
-# host_numa and gpt2.py skip without a card or torch, and calibrate, with no
-# rows, predicts the small model alone (skipped where python3 has no torch).
+# host_numa and gpt2.py skip without a card or torch, calibrate, with no
+# rows, predicts the small model alone (skipped where python3 has no torch),
+# and issue 27's steps resolve LMS_EVICTED=host on sim and skip either way
+# (without the mode, saying so; with it, as needing a card).
 # A plan without a call number is each of its calls in turn, each into
 # OUTDIR/callN. It fails when a step fails or a call's folder holds more than
 # 8 files.
@@ -64,6 +78,7 @@ set -u
 # Steps that cannot run without a card (--dry-run skips them): one list.
 card_step() {
     case $1 in
+    swap_modes | test_swap_host | stress_host) return 1 ;; # host_mode says, in a dry run too
     test | test_* | stress | alloc | swap | remap | vmm_threads | train | many_chunks) return 0 ;;
     *) return 1 ;;
     esac
@@ -72,8 +87,8 @@ card_step() {
 # Steps whose output is JSON lines: OUTDIR/NAME.jsonl; the rest go to all.log.
 jsonl_step() {
     case $1 in
-    alloc | alloc_sim | swap | remap | vmm_threads | train | gpt2 | gpt2_e2e | gpt2_small | gpt2_oversub | \
-        gpt2_uvm | calibrate | launch_gpu | host_numa) return 0 ;;
+    alloc | alloc_sim | swap | swap_modes | remap | vmm_threads | train | gpt2 | gpt2_e2e | \
+        gpt2_small | gpt2_oversub | gpt2_uvm | calibrate | launch_gpu | host_numa) return 0 ;;
     *) return 1 ;;
     esac
 }
@@ -118,6 +133,20 @@ plan() {
     # left (~100 s; its rows were 2026-11-23's, on another card). About 400 s
     # in all, under the 520 s deadline.
     first:3) echo env:30 build_bench:150 remap:120 gpt2_uvm:300 calibrate:90 swap:150 ;;
+    # Issue 27's GPU half. A fresh machine: the six targets (~40 s; the full
+    # build took 37 s); host_numa ~30 s (4096 host blocks of 2 MiB made,
+    # mapped and released: never timed, 2 s at 0.5 ms each; 9 x 50
+    # map/set_access/unmap rounds, those beside D2H copies ~1-2 ms each; 16
+    # copy lines of at most 64 MiB x 8; 10 kernel lines of 1-5 GiB through a
+    # ~50 GB/s link); then,
+    # once the mode exists (until then each skips in a second): swap_modes,
+    # bench/swap --quick twice (~60-100 s each: the full sweep took ~100 s),
+    # test_swap_host (~60 s: test_swap was one of 6 suites that took ~100 s)
+    # and stress_host (the 200 000 operations took 44 s unmapped). About
+    # 400 s in all, under the 520 s deadline; host_numa first, as the rest
+    # may not run yet.
+    first:4) echo env:30 build_host:150 host_numa:120 swap_modes:240 test_swap_host:120 \
+        stress_host:120 ;;
     *) return 1 ;;
     esac
 }
@@ -128,6 +157,7 @@ plan() {
 # loop below.
 step_fn() {
     case $1 in
+    test_swap_host) echo step_test_swap_host ;;
     test_*) echo step_suite ;;
     *) echo "step_$1" ;;
     esac
@@ -194,12 +224,16 @@ step_build() {
         # without libcuda's stub has no such target (bench/CMakeLists.txt): the rest is built
         cmake --build "$B" -j"$(nproc)" --target lms bench_remap bench_swap bench_simulate &&
             cmake --build "$B" -j"$(nproc)" --target uvm_alloc
+    elif [ "$1" = build_host ]; then # what plan first 4 runs
+        cmake --build "$B" -j"$(nproc)" --target lms lms-info bench_swap bench_host_numa \
+            test_swap stress
     else
         cmake --build "$B" -j"$(nproc)"
     fi
 }
 step_build_lib() { step_build "$@"; }
 step_build_bench() { step_build "$@"; }
+step_build_host() { step_build "$@"; }
 step_info() {
     backend=cuda
     [ "$DRY" = 1 ] && backend=sim
@@ -231,6 +265,43 @@ preloaded() { # a benchmark of the build under liblms.so, on cuda
 # hook_seen line is exact (no prefetch brings a buffer back before the launch)
 step_launch_gpu() { LMS_DEVICE_LIMIT=1GiB LMS_HOST_LIMIT=4GiB LMS_POLICY=lru preloaded "$@"; }
 step_host_numa() { preloaded "$@"; }
+# Issue 27's host-mapped eviction: lms-info --json resolves LMS_EVICTED=host as
+# lms_init would under the preload ("evicted":"host", or "refused" and why);
+# a build that has not the mode, or a device that cannot, skips (77), saying
+# so. In a dry run it resolves on sim, and a step that gets the mode still
+# skips: it needs a card.
+host_mode() {
+    backend=cuda
+    [ "$DRY" = 1 ] && backend=sim
+    info=$(LMS_EVICTED=host LMS_BACKEND=$backend "$B/lms-info" --json 2>&1)
+    case $info in
+    *'"evicted":"host"'*) ;;
+    *'"evicted":'*)
+        echo "skipped: LMS_EVICTED=host is not available on $backend in this build (issue 27):" \
+            "$(echo "$info" | sed -n 's/.*"evicted":"\([^"]*\)".*"evicted_why":"\([^"]*\)".*/\1: \2/p')"
+        exit 77 ;;
+    *)
+        echo "skipped: this build's lms-info names no evicted mode (issue 27's LMS_EVICTED):" \
+            "$(echo "$info" | tail -n 1)"
+        exit 77 ;;
+    esac
+    if [ "$DRY" = 1 ]; then
+        echo "dry run: LMS_EVICTED=host resolves on sim; the step needs a card"
+        exit 77
+    fi
+}
+step_swap_modes() { # bench/swap in each mode, each row tagged with it
+    host_mode
+    rows=$(mktemp) rc=0
+    for mode in unmapped host; do
+        LMS_BACKEND=cuda LMS_EVICTED=$mode "$B/bench/swap" --quick >"$rows" || rc=1
+        sed "/\"evicted\":/!s/^{\"bench\":\"swap\"/&,\"evicted\":\"$mode\"/" "$rows"
+    done
+    rm -f "$rows"
+    return $rc
+}
+step_test_swap_host() { host_mode && export LMS_EVICTED=host && step_suite test_swap; }
+step_stress_host() { host_mode && export LMS_EVICTED=host && step_stress; }
 gpt2() { # gpt2.py's suite on this build, its runs' logs in ART
     command -v python3 >/dev/null || { echo "no python3"; exit 77; }
     PYTHONUNBUFFERED=1 python3 bench/gpt2.py suite --lib "$B/liblms.so" --out "$ART" "$@"

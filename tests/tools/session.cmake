@@ -16,3 +16,12 @@ if(NOT LMS_SANITIZE)
   set_tests_properties(tools.gpu_session_dry_run PROPERTIES LABELS sim TIMEOUT 300
                        ENVIRONMENT "LMS_GPU_BUILD=${CMAKE_BINARY_DIR}")
 endif()
+
+# The script's gate for issue 27's steps (swap_modes, test_swap_host,
+# stress_host): lms-info's answer to LMS_EVICTED=host decides whether they run
+# or skip, read here from a stand-in lms-info giving each answer
+# (tests/tools/session_host_mode.sh); no build is used.
+add_test(NAME tools.gpu_session_host_mode
+         COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/session_host_mode.sh
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(tools.gpu_session_host_mode PROPERTIES LABELS sim TIMEOUT 60)
