@@ -872,14 +872,14 @@ int main(void)
         !rt_ok(cudaEventCreate(&s.e1), "cudaEventCreate") || !make_buffers(&s, &b, &buf_va))
         return 1;
 
+    CUmemGenericAllocationHandle hh = 0, dh = 0; /* before the window, which may take all */
+    bool have_host = s.supported == 1 &&
+                     ok(cu.MemCreate(&hh, s.block, &s.hprop, 0), "cuMemCreate (host block)");
+    bool have_dev = ok(cu.MemCreate(&dh, s.block, &s.dprop, 0), "cuMemCreate (device block)");
     static window_t w; /* HANDLES handles: not on the stack */
     w.cpu_rw = -1;
     if (s.supported == 1)
         make_window(&s, &w);
-    CUmemGenericAllocationHandle hh = 0, dh = 0;
-    bool have_host = s.supported == 1 &&
-                     ok(cu.MemCreate(&hh, s.block, &s.hprop, 0), "cuMemCreate (host block)");
-    bool have_dev = ok(cu.MemCreate(&dh, s.block, &s.dprop, 0), "cuMemCreate (device block)");
     for (int beside = IDLE; beside <= BESIDE_H2D; beside++) {
         if (have_host && w.naccess != 1) /* 1: the driver refused the host's descriptor */
             vmm_line(&s, &b, "host", hh, 2, (beside_t)beside);
