@@ -119,6 +119,16 @@ LMS_API lms_status_t lms_set_device_fraction(double fraction);
  * runs with swapping; LMS_OK if it runs without. */
 LMS_API lms_status_t lms_forbid_swapping(void);
 
+/* Before lms starts: the program may touch lms's memory where lms does not
+ * see it (a pointer stored in device memory, a launch whose parameters lms
+ * cannot read), as code that hands out lms memory to kernels it does not
+ * know may (the preload and the PyTorch plugin call it). With LMS_EVICTED=auto
+ * lms weighs this, for this start and later ones, when it chooses where an
+ * evicted chunk's addresses point (`lms-info` says which and why).
+ * LMS_ERR_UNSUPPORTED while lms runs, unless it was called before lms
+ * started; nothing changes then. */
+LMS_API lms_status_t lms_expect_unseen_access(void);
+
 /* Gives the driver back the device memory lms holds but nothing uses: the
  * blocks of freed memory and those evictions left empty (a framework's
  * empty_cache). lms creates blocks again, within its limit, when it needs

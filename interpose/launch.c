@@ -660,6 +660,11 @@ lms_status_t interpose_start(void)
     lo_unlock(&start_lock, LO_INTERPOSE_START);
     if (st != LMS_OK) /* remembered: lms_last_error gives its message again */
         return base_fail(st, "%s", why);
+    /* the program's kernels may touch lms's memory where the hooks do not see
+     * it (Note [Evicted mode] in swap/config.c): refused only where the
+     * program started lms itself before its first hooked call */
+    if (lms_expect_unseen_access() != LMS_OK)
+        base_log(BASE_LOG_INFO, "%s", lms_last_error());
     void *base;
     size_t bytes;
     st = lms_reserved_range(&base, &bytes);

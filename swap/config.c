@@ -2,7 +2,9 @@
  * swap/config.c — the configuration resolved once: swap_config_resolve turns
  * a swap_config_t and the facts of a device and host into the numbers lms
  * runs with (swap/config.h). Pure but for base_log's warnings and
- * base_options' sources; swap_facts_host alone reads the host.
+ * base_options' sources; swap_facts_device and swap_facts_host read the
+ * device and the host. lms_expect_unseen_access, the one fact the program
+ * gives, is kept here (under swap_lock, as lms.c's calls).
  *
  * Note [Resolved configuration]
  * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -31,20 +33,47 @@
  *                 for almost nothing); else limit / 32 and / 16; low at
  *                 least a chunk, high at least low + 1 chunk.
  *   piece         LMS_SWAP_PIECE, else 16 MiB, in chunks: 1..SWAP_MAX_RUN.
+ *   evicted       LMS_EVICTED, auto resolved (Note [Evicted mode]); a word
+ *                 that is not one of its choices, and host, refused.
  * and from them: the capacity, the chunks allocations may hold. Swapping
  * needs room to turn: a chunk goes out before another comes in, and the
  * reclaim thread keeps `high` blocks free, whose data is then on the host, so
  * that much of the host limit is not for allocations. And the fence size of
  * stream-ordered frees, the device limit / 16, at most 64 MiB.
+ *
+ * Note [Evicted mode]
+ * ~~~~~~~~~~~~~~~~~~~
+ * Where an evicted chunk's addresses point (LMS_EVICTED; issue 27):
+ *   unmapped  nowhere. A kernel that touches the chunk where lms did not see
+ *             it (a pointer stored in device memory, a launch whose
+ *             parameters lms could not read) gets an illegal address, and
+ *             the CUDA context dies with the program's work.
+ *   host      its host copy, a host block mapped at the chunk's addresses
+ *             (dev_info_t.host_blocks): such a kernel reads and writes it
+ *             over the link, slowly but correctly. swap/ does not build
+ *             this mode yet, so it is refused at start, on every device,
+ *             rather than run as unmapped under host's name.
+ *   auto      host where the device maps host memory and a card has
+ *             measured what the mode costs (docs/gpu-results.md): first
+ *             where the program may touch memory unseen (lms runs under
+ *             the preload or the PyTorch plugin, which call
+ *             lms_expect_unseen_access), everywhere if the cost allows.
+ *             No card has measured it yet, so auto is unmapped, and its
+ *             reason says which of those facts stands in the way.
+ * Without swapping nothing is evicted: the mode is unmapped, whatever was
+ * asked, and nothing is refused.
  */
 #include <numa.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "alloc/alloc.h"
 #include "base/base.h"
+#include "base/lockorder.h"
 #include "swap/config.h"
+#include "swap/internal.h"
 
 /* the device limit's default leaves free / 8, at most this */
 #define LIMIT_SLACK_MAX (512 * BASE_MiB)
@@ -208,6 +237,40 @@ static void resolve_piece(const swap_config_t *cfg, swap_resolved_t *r)
     r->piece = piece < 1 ? 1 : piece > SWAP_MAX_RUN ? SWAP_MAX_RUN : piece;
 }
 
+/* Note [Evicted mode]. The message names the variable as the program set it. */
+static lms_status_t resolve_evicted(const swap_config_t *cfg, bool from_options,
+                                    const swap_facts_t *f, swap_resolved_t *r)
+{
+    const char *word = cfg->evicted != NULL && cfg->evicted[0] != '\0' ? cfg->evicted : "auto";
+    const char *var = from_options ? "LMS_EVICTED" : "swap_config_t.evicted";
+    bool host = strcasecmp(word, "host") == 0, unmapped = strcasecmp(word, "unmapped") == 0;
+    if (!host && !unmapped && strcasecmp(word, "auto") != 0)
+        return base_fail(LMS_ERR_INVALID, "lms_init: %s=%s: not auto, unmapped or host", var,
+                         word);
+    const char *why = f->host_blocks_why != NULL && f->host_blocks_why[0] != '\0'
+                          ? f->host_blocks_why
+                          : "not said";
+    r->evicted = SWAP_EVICTED_UNMAPPED;
+    if (!cfg->swap)
+        snprintf(r->evicted_why, sizeof r->evicted_why, "no swapping: nothing is evicted");
+    else if (unmapped)
+        snprintf(r->evicted_why, sizeof r->evicted_why, "%s=%s", var, word);
+    else if (host && !f->host_blocks)
+        return base_fail(LMS_ERR_UNSUPPORTED, "lms_init: %s=host: this device cannot map host "
+                         "memory at device addresses (%s); use unmapped or auto", var, why);
+    else if (host)
+        return base_fail(LMS_ERR_UNSUPPORTED, "lms_init: %s=host: host-mapped eviction is not "
+                         "built yet (issue 27); use unmapped or auto", var);
+    else if (!f->host_blocks)
+        snprintf(r->evicted_why, sizeof r->evicted_why,
+                 "auto: this device cannot map host memory at device addresses (%s)", why);
+    else
+        snprintf(r->evicted_why, sizeof r->evicted_why,
+                 "auto: host-mapped eviction not measured on a card yet%s",
+                 f->unseen ? "" : "; not under the preload or the PyTorch plugin");
+    return LMS_OK;
+}
+
 lms_status_t swap_config_resolve(const swap_config_t *cfg, bool from_options,
                                  const swap_facts_t *facts, swap_resolved_t *out)
 {
@@ -235,6 +298,8 @@ lms_status_t swap_config_resolve(const swap_config_t *cfg, bool from_options,
     resolve_large_threshold(cfg, &r);
     resolve_watermarks(cfg, &r);
     resolve_piece(cfg, &r);
+    if ((st = resolve_evicted(cfg, from_options, facts, &r)) != LMS_OK)
+        return st;
     size_t host_chunks = r.host_limit / r.chunk;
     r.capacity = r.budget + (host_chunks > r.high ? host_chunks - r.high : 0);
     if (cfg->va_reserve && r.nchunks < r.capacity)
@@ -244,6 +309,39 @@ lms_status_t swap_config_resolve(const swap_config_t *cfg, bool from_options,
     size_t limit = r.budget * r.chunk;
     r.flush_bytes = limit / 16 > FLUSH_MAX ? FLUSH_MAX : limit / 16;
     *out = r;
+    return LMS_OK;
+}
+
+/* lms_expect_unseen_access was called, for this start and every later one:
+ * written under swap_lock, read by swap_facts_host (lms-info's, with no lms). */
+static bool unseen_expected;
+
+lms_status_t lms_expect_unseen_access(void)
+{
+    lo_lock(&swap_lock, LO_SWAP);
+    if (resid_window_open()) /* as every public call that takes the lock (lms.c) */
+        resid_close_window();
+    lms_status_t st = LMS_OK;
+    if (S != NULL && !__atomic_load_n(&unseen_expected, __ATOMIC_RELAXED))
+        st = base_fail(LMS_ERR_UNSUPPORTED, "lms_expect_unseen_access: lms is running, with "
+                       "evicted chunks %s (%s); call it before lms starts",
+                       swap_evicted_str(S->resolved.evicted), S->resolved.evicted_why);
+    else
+        __atomic_store_n(&unseen_expected, true, __ATOMIC_RELAXED);
+    lo_unlock(&swap_lock, LO_SWAP);
+    return st;
+}
+
+lms_status_t swap_facts_device(dev_device_t *dev, swap_facts_t *facts)
+{
+    if (dev == NULL || facts == NULL)
+        return base_fail(LMS_ERR_INVALID, "swap_facts_device: NULL argument");
+    lms_status_t st = dev_mem_info(dev, &facts->free_bytes, &facts->total_bytes);
+    if (st != LMS_OK)
+        return st;
+    facts->granularity = dev->info.granularity;
+    facts->host_blocks = dev->info.host_blocks;
+    facts->host_blocks_why = dev->info.host_blocks_why;
     return LMS_OK;
 }
 
@@ -263,6 +361,7 @@ lms_status_t swap_facts_host(int numa_node, swap_facts_t *facts)
                          : -1;
     facts->node_bytes = node > 0 ? (uint64_t)node : 0;
     facts->ram_bytes = (uint64_t)pages * (uint64_t)page;
+    facts->unseen = __atomic_load_n(&unseen_expected, __ATOMIC_RELAXED);
     return LMS_OK;
 }
 
@@ -282,6 +381,13 @@ lms_status_t swap_resolved_each(const swap_resolved_t *r,
     for (int s = 0; s < SWAP_SETTING_COUNT; s++)
         fn(setting_var[s], bytes[s], r->from[s], arg);
     return LMS_OK;
+}
+
+const char *swap_evicted_str(swap_evicted_t mode)
+{
+    static const char *const name[] = {[SWAP_EVICTED_UNMAPPED] = "unmapped",
+                                       [SWAP_EVICTED_HOST] = "host"};
+    return (unsigned)mode < sizeof name / sizeof *name ? name[mode] : "?";
 }
 
 const char *swap_origin_str(swap_origin_t from)

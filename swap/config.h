@@ -6,9 +6,10 @@
  * resolved values; `lms-info --options` prints them.
  *
  * swap_config_resolve is pure: it makes no device call and reads no
- * environment, taking what it depends on (the device's free and total memory
- * and granularity, the memory of the GPU's NUMA node and of the machine) as
- * swap_facts_t. swap_facts_host reads the host's half of the facts.
+ * environment, taking what it depends on (the device's free and total memory,
+ * granularity and host blocks, the memory of the GPU's NUMA node and of the
+ * machine, whether the program may touch memory unseen) as swap_facts_t.
+ * swap_facts_device and swap_facts_host read the two halves of the facts.
  */
 #ifndef LMS_SWAP_CONFIG_H
 #define LMS_SWAP_CONFIG_H
@@ -33,6 +34,11 @@ typedef struct swap_facts {
     size_t granularity; /* the device's block size: a chunk */
     uint64_t node_bytes; /* memory of the GPU's NUMA node; 0: not known */
     uint64_t ram_bytes;  /* memory of the machine */
+    bool host_blocks;    /* the device maps host memory at device addresses
+                            (dev_info_t.host_blocks) */
+    const char *host_blocks_why; /* without host_blocks, why not; NULL or "": not said */
+    bool unseen;         /* the program may touch lms's memory where lms does not see it
+                            (lms_expect_unseen_access: the preload, the PyTorch plugin) */
 } swap_facts_t;
 
 /* Where a resolved value came from. */
@@ -61,6 +67,12 @@ typedef enum swap_setting {
     SWAP_SETTING_COUNT
 } swap_setting_t;
 
+/* Where an evicted chunk's addresses point (Note [Evicted mode] in config.c). */
+typedef enum swap_evicted {
+    SWAP_EVICTED_UNMAPPED, /* nowhere: an access lms did not see faults */
+    SWAP_EVICTED_HOST,     /* to its host copy: such an access goes over the link */
+} swap_evicted_t;
+
 /* The configuration lms runs with. Sizes in chunks where lms counts chunks. */
 typedef struct swap_resolved {
     size_t chunk;           /* bytes: the device's granularity */
@@ -78,6 +90,8 @@ typedef struct swap_resolved {
                                the device limit / 16, at most 64 MiB */
     size_t thread_cache;    /* bytes a thread cache keeps; 0: none */
     swap_origin_t from[SWAP_SETTING_COUNT]; /* where each setting's value came from */
+    swap_evicted_t evicted; /* LMS_EVICTED resolved (Note [Evicted mode] in config.c) */
+    char evicted_why[224];  /* why: the setting that chose it, or auto's reason */
 } swap_resolved_t;
 
 /*
@@ -90,14 +104,22 @@ typedef struct swap_resolved {
  *
  * Returns LMS_ERR_INVALID (base_fail, the message naming the setting) for a
  * device limit of less than one chunk, a host limit beyond the machine's
- * memory, or a reserve beyond SWAP_VA_MAX; and for NULL arguments or a
- * granularity that is 0. *out is written only on LMS_OK.
+ * memory, a reserve beyond SWAP_VA_MAX, or an evicted mode that is not one
+ * of LMS_EVICTED's words; and for NULL arguments or a granularity that is 0.
+ * LMS_ERR_UNSUPPORTED when the evicted mode resolves to host, which the
+ * device cannot map or swap/ does not build yet (Note [Evicted mode]).
+ * *out is written only on LMS_OK.
  */
 lms_status_t swap_config_resolve(const swap_config_t *cfg, bool from_options,
                                  const swap_facts_t *facts, swap_resolved_t *out);
 
+/* The device's facts: free and total memory (dev_mem_info), granularity and
+ * host_blocks (dev_info_t); the other fields are left as they are. */
+lms_status_t swap_facts_device(dev_device_t *dev, swap_facts_t *facts);
+
 /* The host's facts: node_bytes of NUMA node numa_node (-1, no NUMA, or one
- * node: 0) and ram_bytes; the device's fields are left as they are. */
+ * node: 0), ram_bytes, and unseen (lms_expect_unseen_access was called in
+ * this process); the device's fields are left as they are. */
 lms_status_t swap_facts_host(int numa_node, swap_facts_t *facts);
 
 /* Calls fn once per setting of SWAP_SETTINGS, in order, with its variable,
@@ -106,6 +128,9 @@ lms_status_t swap_resolved_each(const swap_resolved_t *r,
                                 void (*fn)(const char *var, uint64_t bytes, swap_origin_t from,
                                            void *arg),
                                 void *arg);
+
+/* "unmapped" or "host"; "?" for anything else. */
+const char *swap_evicted_str(swap_evicted_t mode);
 
 /* "default", "env", "api" or "clamped"; "?" for anything else. */
 const char *swap_origin_str(swap_origin_t from);

@@ -38,6 +38,8 @@ typedef struct swap_config {
                                (Note [Pipelined swaps] in window.c); 0: 16 MiB */
     bool stats_at_exit;     /* LMS_STATS=1 */
     bool evict_ahead;       /* LMS_EVICT_AHEAD (Note [Eviction ahead] in policy/policy.c) */
+    const char *evicted;    /* LMS_EVICTED: "auto", "unmapped" or "host", any case (Note
+                               [Evicted mode] in config.c); NULL or "": auto */
     bool policy_lru;        /* LMS_POLICY=lru: evict the least recently used, never
                                follow a schedule, never prefetch */
     const char *trace_path; /* LMS_TRACE: the file of the timeline (docs/timeline-format.md),

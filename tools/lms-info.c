@@ -1,7 +1,9 @@
 /*
  * lms-info — what lms sees: the backend and device it would use, the device's
- * memory and granularity, the host NUMA node next to it, and the pinned copy
- * bandwidth each way, measured now.
+ * memory and granularity, the host NUMA node next to it, the pinned copy
+ * bandwidth each way, measured now, and where lms would point an evicted
+ * chunk's addresses, and why (LMS_EVICTED; Note [Evicted mode] in
+ * swap/config.c), under the preload or the PyTorch plugin.
  *
  *   lms-info            a table
  *   lms-info --json     one JSON line
@@ -130,7 +132,43 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-static void print_json(const dev_info_t *info, const measured_t *m, const char *cpu)
+/* The settings resolved on dev as lms_init resolves them under the preload or
+ * the PyTorch plugin, lms's usual way in, which expect unseen accesses
+ * (lms_expect_unseen_access): where the evicted mode matters. On failure,
+ * lms_last_error says why lms would not start. */
+static lms_status_t resolve_on(dev_device_t *dev, swap_facts_t *facts, swap_resolved_t *r)
+{
+    swap_config_t cfg;
+    swap_config_from_options(&cfg);
+    lms_status_t st = lms_expect_unseen_access();
+    if (st == LMS_OK && (st = swap_facts_device(dev, facts)) == LMS_OK &&
+        (st = swap_facts_host(dev->info.host_numa_node, facts)) == LMS_OK)
+        st = swap_config_resolve(&cfg, true, facts, r);
+    return st;
+}
+
+/* The evicted mode, or "refused" when lms would not start; why either. */
+typedef struct evicted_line {
+    const char *mode;
+    char why[256];
+} evicted_line_t;
+
+static evicted_line_t evicted_line(dev_device_t *dev)
+{
+    swap_facts_t facts = {0};
+    swap_resolved_t r;
+    evicted_line_t e = {.mode = "refused"};
+    if (resolve_on(dev, &facts, &r) == LMS_OK) {
+        e.mode = swap_evicted_str(r.evicted);
+        snprintf(e.why, sizeof e.why, "%s", r.evicted_why);
+    } else {
+        snprintf(e.why, sizeof e.why, "lms would not start: %s", lms_last_error());
+    }
+    return e;
+}
+
+static void print_json(const dev_info_t *info, const measured_t *m, const char *cpu,
+                       const evicted_line_t *e)
 {
     printf("{\"tool\":\"lms-info\",\"backend\":");
     json_string(info->backend);
@@ -143,10 +181,15 @@ static void print_json(const dev_info_t *info, const measured_t *m, const char *
            info->host_numa_node, info->has_kernels ? "true" : "false", m->copy_bytes,
            m->h2d_gbps, m->d2h_gbps);
     json_string(cpu);
+    printf(",\"evicted\":");
+    json_string(e->mode);
+    printf(",\"evicted_why\":");
+    json_string(e->why);
     printf("}\n");
 }
 
-static void print_table(const dev_info_t *info, const measured_t *m, const char *cpu)
+static void print_table(const dev_info_t *info, const measured_t *m, const char *cpu,
+                        const evicted_line_t *e)
 {
     char total[32], free_b[32], gran[32], copy[32];
     base_format_size(info->total_memory, total, sizeof total);
@@ -169,6 +212,7 @@ static void print_table(const dev_info_t *info, const measured_t *m, const char 
     printf("%-18s %.2f GB/s  (%s copies, median of %d)\n", "D2H pinned copy", m->d2h_gbps, copy,
            COPY_REPS);
     printf("%-18s %s\n", "host CPU", cpu);
+    printf("%-18s %s (%s)\n", "evicted", e->mode, e->why);
 }
 
 static void print_option(const char *var, const char *value, const char *source, const char *doc,
@@ -191,19 +235,15 @@ static void print_resolved(const char *var, uint64_t bytes, swap_origin_t from, 
  * not open or lms_init would refuse the settings, with why on stderr. */
 static int show_resolved(void)
 {
-    swap_config_t cfg;
-    swap_config_from_options(&cfg);
     dev_device_t *dev;
-    if (dev_open(&cfg.device, &dev) != LMS_OK) {
+    if (dev_open(NULL, &dev) != LMS_OK) {
         fprintf(stderr, "lms-info: cannot open the device to resolve the sizes: %s\n",
                 lms_last_error());
         return 1;
     }
-    swap_facts_t facts = {.granularity = dev->info.granularity};
+    swap_facts_t facts = {0};
     swap_resolved_t r;
-    lms_status_t st = dev_mem_info(dev, &facts.free_bytes, &facts.total_bytes);
-    if (st == LMS_OK && (st = swap_facts_host(dev->info.host_numa_node, &facts)) == LMS_OK)
-        st = swap_config_resolve(&cfg, true, &facts, &r);
+    lms_status_t st = resolve_on(dev, &facts, &r);
     if (st != LMS_OK) {
         fprintf(stderr, "lms-info: the settings do not resolve: %s: %s\n", lms_status_str(st),
                 lms_last_error());
@@ -216,6 +256,7 @@ static int show_resolved(void)
            base_format_size(facts.total_bytes, total, sizeof total),
            base_format_size(facts.granularity, chunk, sizeof chunk));
     swap_resolved_each(&r, print_resolved, NULL);
+    printf("%-22s %-11s %s\n", "LMS_EVICTED", swap_evicted_str(r.evicted), r.evicted_why);
     dev_close(dev);
     return 0;
 }
@@ -358,10 +399,11 @@ int main(int argc, char **argv)
     }
     char cpu[128];
     base_host_cpu(cpu, sizeof cpu);
+    evicted_line_t e = evicted_line(dev);
     if (strcmp(mode, "--json") == 0)
-        print_json(&dev->info, &m, cpu);
+        print_json(&dev->info, &m, cpu, &e);
     else
-        print_table(&dev->info, &m, cpu);
+        print_table(&dev->info, &m, cpu, &e);
     dev_close(dev);
     return 0;
 }

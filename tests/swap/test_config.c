@@ -2,7 +2,8 @@
  * tests/swap/test_config.c — the configuration resolved once
  * (swap/config.c): the defaults, clamps and refusals lms_init has always
  * made, pinned to the byte (values, warnings and messages), on facts given
- * by hand: no device.
+ * by hand: no device; and the evicted mode (Note [Evicted mode]), also on
+ * the run's device's facts and with lms started there.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "harness.h"
 #include "swap/config.h"
+#include "swap/swap.h"
 
 TestSuite(config);
 
@@ -461,6 +463,8 @@ Test(config, bad_arguments_are_refused)
     f.granularity = 0;
     cr_assert_eq(swap_config_resolve(&cfg, false, &f, &r), LMS_ERR_INVALID);
     cr_assert_eq(swap_facts_host(0, NULL), LMS_ERR_INVALID);
+    cr_assert_eq(swap_facts_device(NULL, &f), LMS_ERR_INVALID);
+    cr_assert_str_eq(swap_evicted_str((swap_evicted_t)99), "?");
 }
 
 Test(config, the_host_facts_are_the_machines)
@@ -477,4 +481,164 @@ Test(config, the_host_facts_are_the_machines)
         cr_assert_eq(f.node_bytes, 0, "one node: the machine's size is used");
     }
     cr_assert_str_eq(swap_origin_str((swap_origin_t)99), "?");
+}
+
+/* ---- the evicted mode (Note [Evicted mode]) ------------------------------------- */
+
+/* The mode `word` resolves to with facts f, which must resolve. */
+static swap_resolved_t resolve_evicted(const char *word, bool from_options, const swap_facts_t *f)
+{
+    swap_config_t cfg = plain();
+    cfg.evicted = word;
+    swap_resolved_t r;
+    lms_status_t st = swap_config_resolve(&cfg, from_options, f, &r);
+    cr_assert_eq(st, LMS_OK, "%s: %s", word, lms_last_error());
+    return r;
+}
+
+/* The refusal of `word` with facts f: its status and message. */
+static void evicted_refused(const char *word, const swap_facts_t *f, lms_status_t want,
+                            const char *message)
+{
+    swap_config_t cfg = plain();
+    cfg.evicted = word;
+    swap_resolved_t r;
+    cr_assert_eq(swap_config_resolve(&cfg, false, f, &r), want, "%s", word);
+    cr_assert_str_eq(lms_last_error(), message);
+}
+
+Test(config, auto_evicts_unmapped_until_a_card_has_measured_host_mode)
+{
+    swap_facts_t f = facts(4 * GiB);
+    f.host_blocks = true;
+    f.unseen = true; /* the preload: where host-mapped eviction will go first */
+    const char *autos[] = {NULL, "", "auto", "AUTO"};
+    for (size_t i = 0; i < sizeof autos / sizeof *autos; i++) {
+        swap_resolved_t r = resolve_evicted(autos[i], false, &f);
+        cr_assert_eq(r.evicted, SWAP_EVICTED_UNMAPPED);
+        cr_assert_str_eq(r.evicted_why, "auto: host-mapped eviction not measured on a card yet");
+    }
+    f.unseen = false;
+    swap_resolved_t r = resolve_evicted("auto", true, &f);
+    cr_assert_eq(r.evicted, SWAP_EVICTED_UNMAPPED);
+    cr_assert_str_eq(r.evicted_why, "auto: host-mapped eviction not measured on a card yet; not "
+                                    "under the preload or the PyTorch plugin");
+    f = facts(4 * GiB); /* a device that cannot map host memory: why, as it says */
+    f.host_blocks_why = "attribute 141 is 0";
+    r = resolve_evicted("auto", false, &f);
+    cr_assert_eq(r.evicted, SWAP_EVICTED_UNMAPPED);
+    cr_assert_str_eq(r.evicted_why, "auto: this device cannot map host memory at device addresses "
+                                    "(attribute 141 is 0)");
+}
+
+Test(config, unmapped_eviction_is_had_on_any_device_naming_the_setting)
+{
+    swap_facts_t f = facts(4 * GiB);
+    swap_resolved_t r = resolve_evicted("unmapped", false, &f);
+    cr_assert_eq(r.evicted, SWAP_EVICTED_UNMAPPED);
+    cr_assert_str_eq(r.evicted_why, "swap_config_t.evicted=unmapped");
+    f.host_blocks = true;
+    r = resolve_evicted("Unmapped", true, &f);
+    cr_assert_eq(r.evicted, SWAP_EVICTED_UNMAPPED);
+    cr_assert_str_eq(r.evicted_why, "LMS_EVICTED=Unmapped");
+}
+
+Test(config, host_eviction_is_refused_where_the_device_cannot_map_host_memory)
+{
+    swap_facts_t f = facts(4 * GiB);
+    f.host_blocks_why = "attribute 141 is 0";
+    evicted_refused("host", &f, LMS_ERR_UNSUPPORTED,
+                    "lms_init: swap_config_t.evicted=host: this device cannot map host memory at "
+                    "device addresses (attribute 141 is 0); use unmapped or auto");
+    f.host_blocks_why = NULL;
+    evicted_refused("host", &f, LMS_ERR_UNSUPPORTED,
+                    "lms_init: swap_config_t.evicted=host: this device cannot map host memory at "
+                    "device addresses (not said); use unmapped or auto");
+}
+
+/* On the run's device's own facts (sim maps host blocks): swap/ does not
+ * build the mode yet, and says so rather than run unmapped under its name. */
+Test(config, host_eviction_is_refused_as_not_built_yet_where_the_device_can)
+{
+    dev_device_t *dev = test_open_default();
+    swap_facts_t f = {0};
+    cr_assert_eq(swap_facts_device(dev, &f), LMS_OK, "%s", lms_last_error());
+    cr_assert_eq(f.granularity, dev->info.granularity);
+    cr_assert_eq(f.host_blocks, dev->info.host_blocks);
+    cr_assert_eq(swap_facts_host(dev->info.host_numa_node, &f), LMS_OK);
+    if (!f.host_blocks) {
+        dev_close(dev);
+        cr_skip_test("%s cannot map host memory: %s", dev->info.name, dev->info.host_blocks_why);
+    }
+    evicted_refused("host", &f, LMS_ERR_UNSUPPORTED,
+                    "lms_init: swap_config_t.evicted=host: host-mapped eviction is not built yet "
+                    "(issue 27); use unmapped or auto");
+    dev_close(dev);
+}
+
+Test(config, an_evicted_mode_that_is_not_a_word_of_LMS_EVICTED_is_refused)
+{
+    swap_facts_t f = facts(4 * GiB);
+    f.host_blocks = true;
+    evicted_refused("sideways", &f, LMS_ERR_INVALID,
+                    "lms_init: swap_config_t.evicted=sideways: not auto, unmapped or host");
+    evicted_refused("hostile", &f, LMS_ERR_INVALID,
+                    "lms_init: swap_config_t.evicted=hostile: not auto, unmapped or host");
+}
+
+Test(config, without_swapping_nothing_is_evicted_and_no_mode_refused)
+{
+    swap_facts_t f = facts(4 * GiB);
+    swap_config_t cfg = plain();
+    cfg.swap = false;
+    cfg.evicted = "host"; /* on a device that cannot: nothing will be evicted */
+    swap_resolved_t r;
+    cr_assert_eq(swap_config_resolve(&cfg, false, &f, &r), LMS_OK, "%s", lms_last_error());
+    cr_assert_eq(r.evicted, SWAP_EVICTED_UNMAPPED);
+    cr_assert_str_eq(r.evicted_why, "no swapping: nothing is evicted");
+}
+
+/* lms on the run's device, from the options, swapping. */
+static void start_lms(void)
+{
+    swap_config_t cfg;
+    swap_config_from_options(&cfg);
+    cfg.device = test_config();
+    cfg.device_limit = 8 * CHUNK;
+    cfg.host_limit = 64 * MiB;
+    cfg.va_reserve = 512 * MiB;
+    TEST_OK(swap_init(&cfg));
+}
+
+static bool unseen_fact(void)
+{
+    swap_facts_t f = {0};
+    TEST_OK(swap_facts_host(-1, &f));
+    return f.unseen;
+}
+
+Test(config, unseen_accesses_are_expected_before_lms_starts_only)
+{
+    cr_assert(!unseen_fact(), "a program expects none until it says so");
+    start_lms();
+    TEST_FAILS(LMS_ERR_UNSUPPORTED, lms_expect_unseen_access());
+    cr_assert(strstr(lms_last_error(), "lms_expect_unseen_access: lms is running, with evicted "
+                     "chunks unmapped (auto: ") != NULL, "%s", lms_last_error());
+    cr_assert(strstr(lms_last_error(), "call it before lms starts") != NULL, "%s",
+              lms_last_error());
+    cr_assert(!unseen_fact(), "refused: nothing changed");
+    TEST_OK(lms_shutdown());
+    TEST_OK(lms_expect_unseen_access());
+    cr_assert(unseen_fact(), "for the next start");
+}
+
+Test(config, unseen_accesses_expected_before_the_start_hold_while_lms_runs)
+{
+    TEST_OK(lms_expect_unseen_access());
+    cr_assert(unseen_fact());
+    start_lms();
+    TEST_OK(lms_expect_unseen_access()); /* as the plugin's, after the preload's */
+    cr_assert(unseen_fact());
+    TEST_OK(lms_shutdown());
+    cr_assert(unseen_fact(), "and for later starts");
 }

@@ -19,3 +19,22 @@ add_test(NAME tools.options_refused COMMAND sh -c
   $<TARGET_FILE:lms-info>)
 set_tests_properties(tools.options_refused PROPERTIES LABELS sim TIMEOUT 60
   ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB;LMS_DEVICE_LIMIT=1MiB")
+
+# lms-info says where lms would point an evicted chunk's addresses, and why
+# (LMS_EVICTED; Note [Evicted mode] in swap/config.c), in its table, its JSON
+# line and --options: auto is unmapped until a card has measured the host
+# mode; a word that is not one of the choices is warned of, and auto kept.
+set(evicted_auto "auto: host-mapped eviction not measured on a card yet")
+add_test(NAME tools.evicted_table COMMAND lms-info)
+set_tests_properties(tools.evicted_table PROPERTIES LABELS sim TIMEOUT 60
+  ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB"
+  PASS_REGULAR_EXPRESSION "\nevicted +unmapped \\(${evicted_auto}\\)\n")
+add_test(NAME tools.evicted_json COMMAND lms-info --json)
+set_tests_properties(tools.evicted_json PROPERTIES LABELS sim TIMEOUT 60
+  ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB"
+  PASS_REGULAR_EXPRESSION ",\"evicted\":\"unmapped\",\"evicted_why\":\"${evicted_auto}\"}\n")
+add_test(NAME tools.evicted_bad_word COMMAND sh -c
+  "out=$(\"$0\" --options 2>&1); rc=$?; echo \"$out\"; test $rc = 0 && echo \"$out\" | grep -q 'lms: warning: LMS_EVICTED=sideways is not valid' && echo \"$out\" | grep -Eq '^LMS_EVICTED +unmapped +${evicted_auto}$'"
+  $<TARGET_FILE:lms-info>)
+set_tests_properties(tools.evicted_bad_word PROPERTIES LABELS sim TIMEOUT 60
+  ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB;LMS_EVICTED=sideways")
