@@ -11,9 +11,13 @@
  *
  * Owns:
  *   reservations  base, size, and per granule of VA the block mapped there;
- *   three tables  blocks, streams and events, of the objects the layer below
- *                 made. What the caller holds is a handle, never a pointer to
- *                 memory: see Note [Handles] in handle.c;
+ *   four tables   blocks, host blocks, streams and events, of the objects the
+ *                 layer below made. What the caller holds is a handle, never
+ *                 a pointer to memory: see Note [Handles] in handle.c. A host
+ *                 block is no device memory: it is counted apart, maps where
+ *                 a block maps, and is the only memory set_access_host takes;
+ *                 with full validation, a reservation's host blocks opened to
+ *                 the CPU are the only part of it a copy takes as host memory;
  *   host ranges   registered with host_register;
  *   the observer  set_observer's: the layer below reports its own streams,
  *                 and the observer is told the handles that name them.
@@ -54,6 +58,7 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,6 +177,43 @@ lms_status_t check_host_range(const char *op, const void *p, size_t n)
     return LMS_OK;
 }
 
+/* The first granule of [va, va+n) that is not a host block open to the CPU,
+ * as an address; 0 if every one is. Caller holds the lock. */
+static dev_addr_t first_closed_granule(check_t *c, const reservation_t *r, dev_addr_t va, size_t n)
+{
+    size_t last = (size_t)(va + n - 1 - r->base) / c->granularity;
+    for (size_t g = (size_t)(va - r->base) / c->granularity; g <= last; g++)
+        if (!r->cpu[g])
+            return r->base + g * c->granularity;
+    return 0;
+}
+
+lms_status_t check_copy_host(check_t *c, const char *op, const void *p, size_t n)
+{
+    lms_status_t st = check_host_range(op, p, n);
+    if (st != LMS_OK || !c->full || n == 0)
+        return st;
+    dev_addr_t a = (dev_addr_t)(uintptr_t)p, closed = 0;
+    lo_lock(&c->lock, LO_DEV_CHECK);
+    bool overlaps = false;
+    for (size_t i = 0; i < c->nres && !overlaps; i++)
+        overlaps = a < c->res[i].base + c->res[i].size && c->res[i].base < a + n;
+    reservation_t *r = overlaps ? find_reservation(c, a, n) : NULL;
+    if (r != NULL)
+        closed = first_closed_granule(c, r, a, n);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
+    if (overlaps && r == NULL)
+        return base_fail(LMS_ERR_INVALID,
+                         "%s: host range [%p, +%zu) runs over the edge of a reservation of this "
+                         "device", op, p, n);
+    if (closed != 0)
+        return base_fail(LMS_ERR_INVALID,
+                         "%s: host range [%p, +%zu) is in a reservation of this device, and "
+                         "0x%llx there is no host block opened to the CPU by set_access_host",
+                         op, p, n, (unsigned long long)closed);
+    return LMS_OK;
+}
+
 /* ---- memory ---------------------------------------------------------------- */
 
 static lms_status_t check_mem_info(void *self, size_t *free_bytes, size_t *total_bytes)
@@ -192,12 +234,16 @@ static lms_status_t check_va_reserve(void *self, size_t size, dev_addr_t *base)
                          "va_reserve: size %zu must be a nonzero multiple of the granularity %zu",
                          size, c->granularity);
     size_t n = size / c->granularity;
-    reservation_t r = {.size = size, .block = base_meta_calloc(n, sizeof *r.block)};
-    if (r.block == NULL)
-        return base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory to track %zu blocks", n);
-    lms_status_t st = INNER(c, va_reserve, size, &r.base);
+    reservation_t r = {.size = size, .block = base_meta_calloc(n, sizeof *r.block),
+                       .cpu = base_meta_calloc(n, sizeof *r.cpu)};
+    lms_status_t st = LMS_OK;
+    if (r.block == NULL || r.cpu == NULL)
+        st = base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory to track %zu blocks", n);
+    if (st == LMS_OK)
+        st = INNER(c, va_reserve, size, &r.base);
     if (st != LMS_OK) {
         base_meta_free(r.block);
+        base_meta_free(r.cpu);
         return st;
     }
     lo_lock(&c->lock, LO_DEV_CHECK);
@@ -205,6 +251,7 @@ static lms_status_t check_va_reserve(void *self, size_t size, dev_addr_t *base)
         lo_unlock(&c->lock, LO_DEV_CHECK);
         INNER(c, va_free, r.base, size);
         base_meta_free(r.block);
+        base_meta_free(r.cpu);
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "va_reserve: no host memory for the reservation");
     }
     c->res[c->nres++] = r;
@@ -244,9 +291,23 @@ static lms_status_t check_va_free(void *self, dev_addr_t base, size_t size)
     if (st != LMS_OK)
         goto out;
     base_meta_free(r->block);
+    base_meta_free(r->cpu);
     c->res[i] = c->res[--c->nres];
 out:
     lo_unlock(&c->lock, LO_DEV_CHECK);
+    return st;
+}
+
+/* Hands out as a handle of t the block the layer below made (st: whether it
+ * did), or releases it again. */
+static lms_status_t hand_out_block(check_t *c, lms_status_t st, dev_block_t inner,
+                                   handle_table_t *t, dev_block_t *block)
+{
+    if (st != LMS_OK)
+        return st;
+    st = handle_add(t, inner, block);
+    if (st != LMS_OK)
+        INNER(c, block_release, inner);
     return st;
 }
 
@@ -255,37 +316,53 @@ static lms_status_t check_block_create(void *self, dev_block_t *block)
     check_t *c = self;
     if (block == NULL)
         return check_invalid("block_create", "NULL output");
-    dev_block_t inner;
+    dev_block_t inner = 0;
     lms_status_t st = INNER(c, block_create, &inner);
-    if (st != LMS_OK)
-        return st;
-    st = handle_add(&c->blocks, inner, block);
-    if (st != LMS_OK)
-        INNER(c, block_release, inner);
-    return st;
+    return hand_out_block(c, st, inner, &c->blocks, block);
+}
+
+static lms_status_t check_host_block_create(void *self, dev_block_t *block)
+{
+    check_t *c = self;
+    if (block == NULL)
+        return check_invalid("host_block_create", "NULL output");
+    if (!c->host_ok)
+        return base_fail(LMS_ERR_UNSUPPORTED, "host_block_create: this device has no host blocks: %s",
+                         c->host_why);
+    dev_block_t inner = 0;
+    lms_status_t st = INNER(c, host_block_create, &inner);
+    return hand_out_block(c, st, inner, &c->host_blocks, block);
+}
+
+/* The table of the kind of block the handle says it is: host blocks or
+ * blocks (whose lookup then names any other kind as no block). */
+static handle_table_t *block_table(check_t *c, dev_block_t block)
+{
+    return handle_kind_of(block) == HANDLE_HOST_BLOCK ? &c->host_blocks : &c->blocks;
 }
 
 static lms_status_t check_block_release(void *self, dev_block_t block)
 {
     check_t *c = self;
     handle_slot_t *b;
+    handle_table_t *t = block_table(c, block);
     if (!c->full) {
-        lms_status_t st = handle_find(&c->blocks, "block_release", block, &b);
+        lms_status_t st = handle_find(t, "block_release", block, &b);
         if (st == LMS_OK)
             st = INNER(c, block_release, atomic_load_explicit(&b->inner, memory_order_relaxed));
         if (st == LMS_OK)
-            handle_remove(&c->blocks, b);
+            handle_remove(t, b);
         return st;
     }
     lo_lock(&c->lock, LO_DEV_CHECK);
-    lms_status_t st = handle_find(&c->blocks, "block_release", block, &b);
+    lms_status_t st = handle_find(t, "block_release", block, &b);
     if (st == LMS_OK && b->maps != 0)
         st = base_fail(LMS_ERR_INVALID, "block_release: the block is still mapped at %u VAs",
                        b->maps);
     if (st == LMS_OK)
         st = INNER(c, block_release, atomic_load_explicit(&b->inner, memory_order_relaxed));
     if (st == LMS_OK)
-        handle_remove(&c->blocks, b);
+        handle_remove(t, b);
     lo_unlock(&c->lock, LO_DEV_CHECK);
     return st;
 }
@@ -297,7 +374,10 @@ static void record_map(check_t *c, reservation_t *r, size_t g, dev_block_t block
 {
     r->block[g] = block;
     b->maps++;
-    c->mapped_blocks++;
+    if (handle_kind_of(block) == HANDLE_HOST_BLOCK)
+        c->mapped_host_blocks++;
+    else
+        c->mapped_blocks++;
 }
 
 /* The bookkeeping of an unmap the layer below has made: granules first ..
@@ -310,10 +390,15 @@ static void record_unmap(check_t *c, reservation_t *r, size_t first, size_t n)
             continue; /* not mapped: without full validation, the layer below let it pass */
         /* Not found only when, without full validation, the block was released
          * while mapped: it counts no mapping any more. */
-        if (handle_find(&c->blocks, "unmap", r->block[g], &b) == LMS_OK)
+        handle_table_t *t = block_table(c, r->block[g]);
+        if (handle_find(t, "unmap", r->block[g], &b) == LMS_OK)
             b->maps--;
         r->block[g] = 0;
-        c->mapped_blocks--;
+        r->cpu[g] = false;
+        if (t == &c->host_blocks)
+            c->mapped_host_blocks--;
+        else
+            c->mapped_blocks--;
     }
 }
 
@@ -326,7 +411,7 @@ static lms_status_t check_map(void *self, dev_addr_t va, dev_block_t block)
     lms_status_t st;
     if (!c->full) {
         if ((st = check_aligned(c, "map", va, c->granularity)) != LMS_OK ||
-            (st = handle_find(&c->blocks, "map", block, &b)) != LMS_OK ||
+            (st = handle_find(block_table(c, block), "map", block, &b)) != LMS_OK ||
             (st = INNER(c, map, va, atomic_load_explicit(&b->inner, memory_order_relaxed))) != LMS_OK)
             return st;
         lo_lock(&c->lock, LO_DEV_CHECK);
@@ -338,7 +423,7 @@ static lms_status_t check_map(void *self, dev_addr_t va, dev_block_t block)
     lo_lock(&c->lock, LO_DEV_CHECK);
     st = check_run(c, "map", va, c->granularity, &r, &g);
     if (st == LMS_OK)
-        st = handle_find(&c->blocks, "map", block, &b);
+        st = handle_find(block_table(c, block), "map", block, &b);
     if (st == LMS_OK && r->block[g] != 0)
         st = base_fail(LMS_ERR_INVALID, "map: 0x%llx is already mapped; unmap it first",
                        (unsigned long long)va);
@@ -376,6 +461,36 @@ static lms_status_t check_set_access(void *self, dev_addr_t va, size_t size)
     lms_status_t st = check_mapped_run(c, "set_access", va, size, &r, &first);
     if (st == LMS_OK)
         st = INNER(c, set_access, va, size);
+    lo_unlock(&c->lock, LO_DEV_CHECK);
+    return st;
+}
+
+/* set_access_host takes host blocks only: cuda.h forbids a CPU's access to
+ * device memory ("cannot specify HOST_NUMA accessibility for allocations
+ * created on other location types"). */
+static lms_status_t check_set_access_host(void *self, dev_addr_t va, size_t size)
+{
+    check_t *c = self;
+    if (!c->host_ok)
+        return base_fail(LMS_ERR_UNSUPPORTED, "set_access_host: this device has no host blocks: %s",
+                         c->host_why);
+    if (!c->full) {
+        lms_status_t st = check_aligned(c, "set_access_host", va, size);
+        return st != LMS_OK ? st : INNER(c, set_access_host, va, size);
+    }
+    lo_lock(&c->lock, LO_DEV_CHECK);
+    reservation_t *r;
+    size_t first, n = size / c->granularity;
+    lms_status_t st = check_mapped_run(c, "set_access_host", va, size, &r, &first);
+    for (size_t g = first; st == LMS_OK && g < first + n; g++)
+        if (handle_kind_of(r->block[g]) != HANDLE_HOST_BLOCK)
+            st = base_fail(LMS_ERR_INVALID, "set_access_host: 0x%llx is mapped to a block of "
+                           "device memory, not a host block",
+                           (unsigned long long)(r->base + g * c->granularity));
+    if (st == LMS_OK)
+        st = INNER(c, set_access_host, va, size);
+    for (size_t g = first; st == LMS_OK && g < first + n; g++)
+        r->cpu[g] = true;
     lo_unlock(&c->lock, LO_DEV_CHECK);
     return st;
 }
@@ -472,6 +587,8 @@ void dev_check_live(void *self, dev_live_t *out)
         .host_ranges = c->nhost,
         .streams = handle_live(&c->streams),
         .events = handle_live(&c->events),
+        .host_blocks = handle_live(&c->host_blocks),
+        .mapped_host_blocks = c->mapped_host_blocks,
     };
     lo_unlock(&c->lock, LO_DEV_CHECK);
 }
@@ -508,13 +625,16 @@ void dev_check_destroy_all(void *self)
                 log_teardown(INNER(c, unmap, r->base + g * c->granularity, c->granularity));
         log_teardown(INNER(c, va_free, r->base, r->size));
         base_meta_free(r->block);
+        base_meta_free(r->cpu);
     }
-    c->mapped_blocks = 0;
-    for (uint32_t i = 0; i < handle_count(&c->blocks); i++)
-        if (handle_used(s = handle_slot_at(&c->blocks, i))) {
-            log_teardown(INNER(c, block_release, s->inner));
-            handle_remove(&c->blocks, s);
-        }
+    c->mapped_blocks = c->mapped_host_blocks = 0;
+    handle_table_t *kinds[] = {&c->blocks, &c->host_blocks};
+    for (size_t k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < handle_count(kinds[k]); i++)
+            if (handle_used(s = handle_slot_at(kinds[k], i))) {
+                log_teardown(INNER(c, block_release, s->inner));
+                handle_remove(kinds[k], s);
+            }
     for (; c->nhost > 0; c->nhost--)
         log_teardown(INNER(c, host_unregister, c->host[c->nhost - 1].ptr));
     lo_unlock(&c->lock, LO_DEV_CHECK);
@@ -526,6 +646,7 @@ static void check_close(void *self)
     c->inner.ops->close(c->inner.self);
     base_meta_free(c->res);
     handle_table_free(&c->blocks);
+    handle_table_free(&c->host_blocks);
     handle_table_free(&c->streams);
     handle_table_free(&c->events);
     base_meta_free(c->host);
@@ -562,6 +683,8 @@ static const dev_ops_t check_ops = {
     .host_func = check_host_func,
     .launch = check_launch,
     .set_observer = check_set_observer,
+    .host_block_create = check_host_block_create,
+    .set_access_host = check_set_access_host,
 };
 
 lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, bool full, dev_layer_t *out)
@@ -572,10 +695,13 @@ lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, bool full
     c->inner = inner;
     c->granularity = info->granularity;
     c->full = full;
+    c->host_ok = info->host_blocks;
+    snprintf(c->host_why, sizeof c->host_why, "%s", info->host_blocks_why);
     uint64_t tag = (uint64_t)(atomic_fetch_add(&next_tag, 1) % 0xffff + 1) << 48;
     handle_table_init(&c->blocks, HANDLE_BLOCK, tag);
     handle_table_init(&c->streams, HANDLE_STREAM, tag);
     handle_table_init(&c->events, HANDLE_EVENT, tag);
+    handle_table_init(&c->host_blocks, HANDLE_HOST_BLOCK, tag);
     pthread_mutex_init(&c->lock, NULL);
     *out = (dev_layer_t){&check_ops, c};
     return LMS_OK;

@@ -15,6 +15,8 @@ typedef struct reservation {
     dev_addr_t base;
     size_t size;
     dev_block_t *block; /* per granule: the handle of the block mapped there, 0 = none */
+    bool *cpu;          /* per granule: a host block the CPU may touch (set_access_host),
+                           kept with full validation only */
 } reservation_t;
 
 typedef struct host_range {
@@ -29,8 +31,11 @@ typedef struct check {
     pthread_mutex_t lock;
     reservation_t *res;
     size_t nres, capres;
-    handle_table_t blocks, streams, events;
+    handle_table_t blocks, streams, events, host_blocks;
     size_t mapped_blocks; /* granules with a block mapped, over all reservations */
+    size_t mapped_host_blocks; /* the same for host blocks */
+    bool host_ok;         /* the device's info.host_blocks */
+    char host_why[sizeof ((dev_info_t *)0)->host_blocks_why]; /* its info.host_blocks_why */
     host_range_t *host;
     size_t nhost, caphost;
     dev_observer_t observer; /* the caller's, told of the handles; NULL: none */
@@ -48,8 +53,12 @@ lms_status_t check_lookup(handle_table_t *t, const char *op, const void *handle,
 /* A device range for a copy or launch: nonzero, not wrapping, and with full
  * validation inside a reservation of this device (taking check.lock). */
 lms_status_t check_device_range(check_t *c, const char *op, dev_addr_t addr, size_t n);
-/* A host range for a copy: not NULL, not wrapping. */
+/* A host range: not NULL, not wrapping. */
 lms_status_t check_host_range(const char *op, const void *p, size_t n);
+/* The host side of a copy: check_host_range, and, with full validation, where
+ * it lies in a reservation of this device, a run of mapped host blocks that
+ * set_access_host opened to the CPU (taking check.lock). */
+lms_status_t check_copy_host(check_t *c, const char *op, const void *p, size_t n);
 
 /* The ops of check_work.c, for the table in check.c. */
 lms_status_t check_stream_create(void *self, dev_priority_t priority, dev_stream_t **out);

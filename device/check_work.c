@@ -157,7 +157,7 @@ lms_status_t check_copy_h2d(void *self, dev_stream_t *stream, dev_addr_t dst,
     if (st == LMS_OK)
         st = check_device_range(c, "copy_h2d", dst, n);
     if (st == LMS_OK)
-        st = check_host_range("copy_h2d", src, n);
+        st = check_copy_host(c, "copy_h2d", src, n);
     return st != LMS_OK ? st : INNER(c, copy_h2d, s, dst, src, n);
 }
 
@@ -170,7 +170,7 @@ lms_status_t check_copy_d2h(void *self, dev_stream_t *stream, void *dst, dev_add
     if (st == LMS_OK)
         st = check_device_range(c, "copy_d2h", src, n);
     if (st == LMS_OK)
-        st = check_host_range("copy_d2h", dst, n);
+        st = check_copy_host(c, "copy_d2h", dst, n);
     return st != LMS_OK ? st : INNER(c, copy_d2h, s, dst, src, n);
 }
 

@@ -195,6 +195,56 @@ static lms_status_t set_access(void *self, dev_addr_t va, size_t size)
     return LMS_OK;
 }
 
+/* Note [Host blocks on cuda]. Once the device's node is refused, every later
+ * host block is made anywhere, so that one kind of access descriptor opens
+ * all of them (set_access_host). */
+static lms_status_t host_block_create(void *self, dev_block_t *block)
+{
+    cuda_t *c = self;
+    lms_status_t status = cuda_use_context(c);
+    if (status != LMS_OK)
+        return status;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (!atomic_load_explicit(&c->host_any, memory_order_relaxed)) {
+        r = c->drv.cuMemCreate(&h, c->granularity, &c->host_prop, 0);
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE && r != CUDA_ERROR_NOT_SUPPORTED)
+            return dev_cuda_fail(r, "cuMemCreate(%zu bytes, pinned, host NUMA node %d)",
+                                 c->granularity, c->host_prop.location.id);
+    }
+    if (r != CUDA_SUCCESS) {
+        r = c->drv.cuMemCreate(&h, c->granularity, &c->host_any_prop, 0);
+        if (r != CUDA_SUCCESS)
+            return dev_cuda_fail(r, "cuMemCreate(%zu bytes, pinned, host; NUMA node %d refused)",
+                                 c->granularity, c->host_prop.location.id);
+        if (!atomic_exchange(&c->host_any, true))
+            base_log(BASE_LOG_INFO, "cuda: device %d: host NUMA node %d refused a host block; "
+                     "host blocks are made anywhere on the host", c->ordinal,
+                     c->host_prop.location.id);
+    }
+    *block = h;
+    return LMS_OK;
+}
+
+/* Two descriptors, the device's and the CPU's, in one driver call. */
+static lms_status_t set_access_host(void *self, dev_addr_t va, size_t size)
+{
+    cuda_t *c = self;
+    lms_status_t status = cuda_use_context(c);
+    if (status != LMS_OK)
+        return status;
+    const CUmemAllocationProp *prop =
+        atomic_load_explicit(&c->host_any, memory_order_relaxed) ? &c->host_any_prop
+                                                                 : &c->host_prop;
+    CUmemAccessDesc access[2] = {
+        c->access, {.location = prop->location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE}};
+    CUresult r = c->drv.cuMemSetAccess(va, size, access, 2);
+    if (r != CUDA_SUCCESS)
+        return dev_cuda_fail(r, "cuMemSetAccess(va 0x%" PRIx64 ", %zu bytes, read/write for device "
+                             "%d and the host)", va, size, c->ordinal);
+    return LMS_OK;
+}
+
 /* One cuMemUnmap per block: the driver documents that "the range must be the
  * entire contiguous address range that was mapped to", i.e. one mapping, and
  * each block was mapped by its own cuMemMap. If the driver fails at block k,
@@ -315,12 +365,23 @@ static int host_numa_node(cuda_t *c)
  * can use it where the host location's minimum granularity divides the block
  * size, so that a host block maps at any block-aligned VA. A driver that does
  * not know the attribute (before CUDA 12.2) fails the query: no host blocks.
+ *
+ * A node can be refused at cuMemCreate all the same (a node without CPUs:
+ * NVIDIA/nccl#2190): then host blocks are made with CU_MEM_LOCATION_TYPE_HOST,
+ * anywhere on the host, from then on, and set_access_host opens them to the
+ * CPU with a descriptor of that type; with HOST_NUMA blocks the CPU's
+ * descriptor is HOST_NUMA (cuda.h: its id is ignored there). An out of
+ * memory on the node is reported as one, not made anywhere: host blocks on
+ * another node would still work, but the link to them is slower. None of
+ * this has run on a GPU yet (issue 27).
  */
 static void host_blocks_support(cuda_t *c, dev_info_t *info)
 {
     c->host_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     c->host_prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
     c->host_prop.location.id = info->host_numa_node >= 0 ? info->host_numa_node : 0;
+    c->host_any_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    c->host_any_prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
     char *why = info->host_blocks_why;
     size_t nwhy = sizeof info->host_blocks_why;
     int supported = 0;
@@ -399,6 +460,8 @@ static const dev_ops_t cuda_ops = {
     .host_func = cuda_host_func,
     .launch = cuda_launch,
     .set_observer = cuda_set_observer,
+    .host_block_create = host_block_create,
+    .set_access_host = set_access_host,
 };
 
 lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)
@@ -411,6 +474,7 @@ lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)
     c->ordinal = ordinal;
     c->id = atomic_fetch_add(&next_id, 1);
     atomic_init(&c->observing, false);
+    atomic_init(&c->host_any, false);
     atomic_init(&c->next_poll_ns, 0);
     if (pthread_mutex_init(&c->lock, NULL) != 0) {
         status = base_fail(LMS_ERR_SYSTEM, "cuda: pthread_mutex_init failed");

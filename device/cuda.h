@@ -63,6 +63,8 @@ typedef struct cuda {
     CUmemAccessDesc access;         /* read/write for this device */
     CUmemAllocationProp host_prop;  /* one host block on the device's NUMA node: Note [Host
                                        blocks on cuda] */
+    CUmemAllocationProp host_any_prop; /* one host block anywhere on the host */
+    atomic_bool host_any;           /* the node was refused: host blocks use host_any_prop */
 
     pthread_mutex_t lock;         /* guards `adopted` */
     CUstream *adopted;            /* the program's streams adopted, once per adoption */

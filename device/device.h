@@ -24,6 +24,10 @@
  *   reservation  a range of device virtual addresses with nothing behind it.
  *   block        granularity bytes of device memory; mapped at a VA it backs
  *                that VA. A block may be mapped at several VAs at once.
+ *   host block   granularity bytes of host memory (on the device's NUMA node
+ *                where the backend can place it) that maps at a VA as a block
+ *                does; with set_access_host the device and the CPU both read
+ *                and write it there. Where info.host_blocks says so.
  *   access       a mapped VA is usable by kernels and copies only after
  *                set_access; an unmapped VA faults (sim: SIGSEGV; cuda: an
  *                illegal-address error that kills the context).
@@ -153,11 +157,12 @@ typedef struct dev_ops {
     /* Creates one block of device memory (granularity bytes, contents
      * undefined). LMS_ERR_OUT_OF_MEMORY when the device has no room. */
     lms_status_t (*block_create)(void *self, dev_block_t *block);
-    /* Releases a block that is mapped nowhere. */
+    /* Releases a block or a host block that is mapped nowhere. */
     lms_status_t (*block_release)(void *self, dev_block_t block);
 
     /* Maps block at va (granularity bytes), which must be reserved and
-     * unmapped. The VA is not yet accessible: see set_access. */
+     * unmapped, at offset 0 of the block. block may be a host block. The VA
+     * is not yet accessible: see set_access and set_access_host. */
     lms_status_t (*map)(void *self, dev_addr_t va, dev_block_t block);
     /* Makes [va, va+size) readable and writable by the device; every block of
      * it must be mapped. One call per contiguous run (it costs one driver call). */
@@ -249,6 +254,19 @@ typedef struct dev_ops {
      * one to finish, and reports it. While no observer is set, the ops pay
      * one branch for this. */
     lms_status_t (*set_observer)(void *self, dev_observer_t fn, void *ctx);
+
+    /* Host blocks (issue 27), where info.host_blocks; LMS_ERR_UNSUPPORTED
+     * elsewhere. */
+
+    /* Creates one host block (granularity bytes of host memory, contents
+     * undefined), which map, unmap and block_release take as they take a
+     * block. LMS_ERR_OUT_OF_MEMORY when the host has no room. */
+    lms_status_t (*host_block_create)(void *self, dev_block_t *block);
+    /* Makes [va, va+size), every block of which must be a mapped host block,
+     * readable and writable by the device and by the CPU: (void *)va is then
+     * a host pointer to the blocks, for the CPU and as the host side of
+     * copy_h2d and copy_d2h, until unmapped. One call per contiguous run. */
+    lms_status_t (*set_access_host)(void *self, dev_addr_t va, size_t size);
 } dev_ops_t;
 
 /* The ops by name, in table order (after `name` and `close`): the fault layer
@@ -259,7 +277,7 @@ typedef struct dev_ops {
     X(stream_adopt) X(stream_destroy) X(stream_synchronize) X(event_create)               \
     X(event_destroy) X(event_record) X(event_query) X(event_synchronize)                  \
     X(stream_wait_event) X(copy_h2d) X(copy_d2h) X(copy_d2d) X(host_func) X(launch)       \
-    X(set_observer)
+    X(set_observer) X(host_block_create) X(set_access_host)
 
 typedef enum dev_op {
 #define DEV_OP_ENUM(op) DEV_OP_##op,
@@ -293,6 +311,8 @@ typedef struct dev_config {
     double sim_set_access_d2h_us_per_mib; /* sim: a set_access's while a D2H copy runs
                                              (the H100's is about 33 times its idle one);
                                              0 = as sim_vmm_us_per_mib */
+    bool sim_no_host_blocks; /* sim: a device without host blocks (info.host_blocks false),
+                                as a GPU that cannot make them */
     dev_checks_t checks;    /* how much the check layer checks (DEV_CHECKS_DEFAULT:
                                LMS_DEVICE_CHECKS) */
     bool fault_injection;   /* put the fault layer into the stack */
@@ -324,9 +344,11 @@ lms_status_t dev_open(const dev_config_t *cfg, dev_device_t **out);
  * and reservations released) and closes the device. NULL is a no-op. */
 void dev_close(dev_device_t *dev);
 
-/* Objects the check layer holds for the caller: what a leak test counts. */
+/* Objects the check layer holds for the caller: what a leak test counts.
+ * Host blocks are counted apart from (device) blocks, and so are their maps. */
 typedef struct dev_live {
     size_t reservations, blocks, mapped_blocks, host_ranges, streams, events;
+    size_t host_blocks, mapped_host_blocks;
 } dev_live_t;
 void dev_live(dev_device_t *dev, dev_live_t *out);
 
@@ -380,5 +402,7 @@ static inline lms_status_t dev_copy_d2d(dev_device_t *d, dev_stream_t *s, dev_ad
 static inline lms_status_t dev_host_func(dev_device_t *d, dev_stream_t *s, dev_host_fn_t fn, void *arg) { return DEV_CALL(d, host_func, s, fn, arg); }
 static inline lms_status_t dev_launch(dev_device_t *d, dev_stream_t *s, const dev_launch_t *l) { return DEV_CALL(d, launch, s, l); }
 static inline lms_status_t dev_set_observer(dev_device_t *d, dev_observer_t fn, void *ctx) { return DEV_CALL(d, set_observer, fn, ctx); }
+static inline lms_status_t dev_host_block_create(dev_device_t *d, dev_block_t *b) { return DEV_CALL(d, host_block_create, b); }
+static inline lms_status_t dev_set_access_host(dev_device_t *d, dev_addr_t va, size_t size) { return DEV_CALL(d, set_access_host, va, size); }
 
 #endif /* LMS_DEVICE_H */

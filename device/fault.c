@@ -92,6 +92,8 @@ FORWARD(copy_d2d, (void *self, dev_stream_t *s, dev_addr_t d, dev_addr_t src, si
 FORWARD(host_func, (void *self, dev_stream_t *s, dev_host_fn_t fn, void *arg), s, fn, arg)
 FORWARD(launch, (void *self, dev_stream_t *s, const dev_launch_t *l), s, l)
 FORWARD(set_observer, (void *self, dev_observer_t fn, void *ctx), fn, ctx)
+FORWARD(host_block_create, (void *self, dev_block_t *b), b)
+FORWARD(set_access_host, (void *self, dev_addr_t va, size_t size), va, size)
 
 static void fault_close(void *self)
 {

@@ -7,7 +7,7 @@
  * ~~~~~~~~~~~~~~
  * A block, stream or event handle is a 64-bit number (streams and events cast
  * to the opaque pointer types), laid out as
- *     [63..48 layer tag][47..46 kind][45..28 generation][27..0 slot + 1]
+ *     [63..48 layer tag][47..45 kind][44..28 generation][27..0 slot + 1]
  * and is checked by lookup, never dereferenced: a destroyed object, a handle
  * of another device or another kind, or a made-up value is recognised as such.
  * A slot's generation grows on every release; a slot whose generation is used
@@ -31,7 +31,9 @@
 #include "device/handle.h"
 
 #define SLOT_BITS 28
-#define GENERATION_BITS 18
+#define KIND_SHIFT 45
+#define KIND_MASK 7u
+#define GENERATION_BITS 17
 #define GENERATION_MASK ((1u << GENERATION_BITS) - 1)
 #define GENERATION_RETIRED GENERATION_MASK
 #define PAGE_SLOTS (1u << HANDLE_PAGE_BITS)
@@ -39,7 +41,8 @@
 _Static_assert((uint64_t)HANDLE_PAGES * PAGE_SLOTS < (1ull << SLOT_BITS),
                "every slot index fits a handle");
 
-static const char *const kind_names[] = {"", "block", "stream", "event"};
+static const char *const kind_names[] = {"", "block", "stream", "event", "host block",
+                                         "?", "?", "?"};
 
 void handle_table_init(handle_table_t *t, handle_kind_t kind, uint64_t tag)
 {
@@ -68,7 +71,7 @@ uint64_t handle_of(handle_table_t *t, uint32_t i)
 {
     uint32_t generation = atomic_load_explicit(&handle_slot_at(t, i)->state,
                                                memory_order_relaxed) >> 1;
-    return t->tag | (uint64_t)t->kind << 46 | (uint64_t)generation << SLOT_BITS | (i + 1);
+    return t->tag | (uint64_t)t->kind << KIND_SHIFT | (uint64_t)generation << SLOT_BITS | (i + 1);
 }
 
 lms_status_t handle_add(handle_table_t *t, uint64_t inner, uint64_t *handle)
@@ -120,9 +123,9 @@ lms_status_t handle_find(handle_table_t *t, const char *op, uint64_t handle, han
     if ((handle & ~0ull << 48) != t->tag)
         return base_fail(LMS_ERR_INVALID, "%s: the %s belongs to another device, or is no %s",
                          op, what, what);
-    if ((handle >> 46 & 3) != t->kind)
+    if (handle_kind_of(handle) != t->kind)
         return base_fail(LMS_ERR_INVALID, "%s: 0x%llx is a %s, not a %s", op,
-                         (unsigned long long)handle, kind_names[handle >> 46 & 3], what);
+                         (unsigned long long)handle, kind_names[handle_kind_of(handle)], what);
     uint64_t slot = (handle & ((1ull << SLOT_BITS) - 1)) - 1;
     uint32_t want = (uint32_t)(handle >> SLOT_BITS & GENERATION_MASK) << 1 | 1;
     handle_slot_t *s = slot < handle_count(t) ? handle_slot_at(t, (uint32_t)slot) : NULL;
@@ -131,6 +134,11 @@ lms_status_t handle_find(handle_table_t *t, const char *op, uint64_t handle, han
                          what, (unsigned long long)handle);
     *out = s;
     return LMS_OK;
+}
+
+handle_kind_t handle_kind_of(uint64_t handle)
+{
+    return (handle_kind_t)(handle >> KIND_SHIFT & KIND_MASK);
 }
 
 void handle_remove(handle_table_t *t, handle_slot_t *s)

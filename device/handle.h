@@ -21,14 +21,20 @@
 #define HANDLE_PAGE_BITS 12 /* slots per page: 4096 */
 #define HANDLE_PAGES 4096   /* pages per table: 16M objects of a kind */
 
-typedef enum handle_kind { HANDLE_BLOCK = 1, HANDLE_STREAM, HANDLE_EVENT } handle_kind_t;
+typedef enum handle_kind {
+    HANDLE_BLOCK = 1,
+    HANDLE_STREAM,
+    HANDLE_EVENT,
+    HANDLE_HOST_BLOCK,
+} handle_kind_t;
 
 typedef struct handle_slot {
     _Atomic uint64_t inner;  /* the object of the layer below; valid while used */
     _Atomic uint32_t state;  /* generation << 1 | used: what handle_find compares */
     uint32_t index;          /* its own index in the table, set at its first use */
     uint32_t next_free;      /* free list link (table lock) */
-    uint32_t maps;           /* blocks: VAs it is mapped at (the check layer's lock) */
+    uint32_t maps;           /* blocks and host blocks: VAs it is mapped at (the check
+                                layer's lock) */
 } handle_slot_t;
 
 typedef struct handle_table {
@@ -52,6 +58,8 @@ lms_status_t handle_add(handle_table_t *t, uint64_t inner, uint64_t *handle);
 /* The slot handle names, or LMS_ERR_INVALID naming op and why it names none
  * (NULL, another device's, another kind's, destroyed or never made). No lock. */
 lms_status_t handle_find(handle_table_t *t, const char *op, uint64_t handle, handle_slot_t **out);
+/* The kind a handle says it is, whether or not it names anything (0: none). */
+handle_kind_t handle_kind_of(uint64_t handle);
 /* Frees s: every handle of it is invalid from now on, for good. */
 void handle_remove(handle_table_t *t, handle_slot_t *s);
 

@@ -2,12 +2,13 @@
  * device/sim.c — the sim backend: a GPU emulated in host memory, with the
  * failure semantics of a real one. See Note [Sim semantics].
  *
- * Owns: the memfd that is the device memory and its free-block stack, every
- * stream's worker thread and FIFO, the events, the two throttled links, the
- * observer.
+ * Owns: the memfd that is the device memory and its free-block stack, the
+ * memfd of the host blocks and its free stack, every stream's worker thread
+ * and FIFO, the events, the two throttled links, the observer.
  *
  * Locks (never two at once, except event_lock -> a stream's lock):
- *   sim.lock          guards free_blocks / free_count and workers
+ *   sim.lock          guards free_blocks / free_count, the host blocks' stack
+ *                     and count, and workers
  *   sim.event_lock    guards every event's (stream, seq)
  *   sim.observer_lock guards the observer; a worker holds it while it calls
  *                     the observer, so that set_observer waits for the calls
@@ -26,6 +27,12 @@
  *   later touch gets SIGSEGV as a real kernel gets an illegal address. The same
  *   block mapped at two VAs shows the same bytes. Released blocks are punched
  *   out of the memfd, so a fresh block reads zeros and costs no host memory.
+ * - Host blocks are blocks of a second memfd, which grows as they are made
+ *   (host memory has no capacity here); their ids carry SIM_HOST_BLOCK, so
+ *   that map and block_release pick the file. They map, unmap and are
+ *   released as device blocks are; set_access_host is set_access. Mapped
+ *   and accessible, a VA is a host pointer on sim as on cuda, because every
+ *   device address is one here.
  * - Each stream is a worker thread running a FIFO of ops (copies, host
  *   functions, launches, event waits). An op's number in its stream is its
  *   seq; the stream counts submitted and completed ops. An event is the pair
@@ -75,6 +82,7 @@
 #define SIM_MIN_GBPS 0.001
 #define SIM_MAX_GBPS 100000.0
 #define SIM_MAX_VMM_US_PER_MIB 100000.0 /* 0.1 s per MiB */
+#define SIM_HOST_BLOCK (1ull << 62) /* in a block id: a host block, index id - tag - 1 */
 
 typedef struct link {
     pthread_mutex_t lock;
@@ -91,6 +99,11 @@ typedef struct sim {
     pthread_mutex_t lock;
     uint32_t *free_blocks;   /* stack of free block indices; top = next created */
     size_t free_count;
+    int host_memfd;          /* the host blocks, host_cap * granularity bytes */
+    uint32_t *host_free;     /* stack of free host block indices, room for host_cap */
+    size_t host_nfree;
+    size_t host_made;        /* host block indices ever handed out, at most host_cap */
+    size_t host_cap;
     size_t workers;          /* stream workers still running (destroy does not wait) */
     pthread_cond_t workers_done;
     link_t h2d, d2h;
@@ -540,24 +553,76 @@ static lms_status_t sim_block_create(void *self, dev_block_t *block)
     return LMS_OK;
 }
 
-static bool block_ok(const sim_t *sim, dev_block_t block)
+/* Host blocks: Note [Sim semantics]. The file and the stack grow together,
+ * doubling, so that a release never fails. Caller holds the lock. */
+static lms_status_t host_blocks_grow(sim_t *sim)
 {
+    size_t cap = sim->host_cap ? 2 * sim->host_cap : 16;
+    if (cap > UINT32_MAX)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: %zu host blocks is all there can be",
+                         sim->host_cap);
+    uint32_t *stack = base_meta_realloc(sim->host_free, cap * sizeof *stack);
+    if (stack == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "sim: no host memory to track %zu host blocks",
+                         cap);
+    sim->host_free = stack;
+    if (ftruncate(sim->host_memfd, (off_t)(cap * sim->granularity)) != 0)
+        return sys_fail("ftruncate of the host blocks", errno);
+    sim->host_cap = cap;
+    return LMS_OK;
+}
+
+static lms_status_t sim_host_block_create(void *self, dev_block_t *block)
+{
+    sim_t *sim = self;
+    lms_status_t st = LMS_OK;
+    size_t index = 0;
+    lo_lock(&sim->lock, LO_SIM);
+    if (sim->host_nfree > 0)
+        index = sim->host_free[--sim->host_nfree];
+    else if (sim->host_made < sim->host_cap || (st = host_blocks_grow(sim)) == LMS_OK)
+        index = sim->host_made++;
+    lo_unlock(&sim->lock, LO_SIM);
+    if (st == LMS_OK)
+        *block = SIM_HOST_BLOCK | (index + 1);
+    return st;
+}
+
+/* The file and offset of block, or false if it names no block. */
+static bool block_at(sim_t *sim, dev_block_t block, int *fd, off_t *offset)
+{
+    if (block & SIM_HOST_BLOCK) {
+        uint64_t index = (block & ~SIM_HOST_BLOCK) - 1;
+        lo_lock(&sim->lock, LO_SIM);
+        bool ok = index < sim->host_made;
+        lo_unlock(&sim->lock, LO_SIM);
+        *fd = sim->host_memfd;
+        *offset = (off_t)(index * sim->granularity);
+        return ok;
+    }
+    *fd = sim->memfd;
+    *offset = (off_t)((block - 1) * sim->granularity);
     return block >= 1 && block <= sim->nblocks;
 }
 
 static lms_status_t sim_block_release(void *self, dev_block_t block)
 {
     sim_t *sim = self;
-    if (!block_ok(sim, block))
+    int fd;
+    off_t offset;
+    if (!block_at(sim, block, &fd, &offset))
         return base_fail(LMS_ERR_INVALID, "sim: block_release: no block %llu",
                          (unsigned long long)block);
-    off_t offset = (off_t)((block - 1) * sim->granularity);
     /* Gives the pages back to the host; the data is dead anyway. On failure
      * the block is still usable, only its memory is not returned early. */
-    (void)fallocate(sim->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+    (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
                     (off_t)sim->granularity);
+    uint32_t index = (uint32_t)((uint64_t)offset / sim->granularity);
     lo_lock(&sim->lock, LO_SIM);
-    sim->free_blocks[sim->free_count++] = (uint32_t)(block - 1);
+    if (fd == sim->host_memfd)
+        sim->host_free[sim->host_nfree++] = index;
+    else
+        sim->free_blocks[sim->free_count++] = index;
     lo_unlock(&sim->lock, LO_SIM);
     return LMS_OK;
 }
@@ -583,10 +648,11 @@ static void unmap_range(dev_addr_t va, size_t size)
 static lms_status_t sim_map(void *self, dev_addr_t va, dev_block_t block)
 {
     sim_t *sim = self;
-    if (!block_ok(sim, block))
+    int fd;
+    off_t offset;
+    if (!block_at(sim, block, &fd, &offset))
         return base_fail(LMS_ERR_INVALID, "sim: map: no block %llu", (unsigned long long)block);
-    void *p = mmap(as_ptr(va), sim->granularity, PROT_NONE, MAP_SHARED | MAP_FIXED, sim->memfd,
-                   (off_t)((block - 1) * sim->granularity));
+    void *p = mmap(as_ptr(va), sim->granularity, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, offset);
     if (p == MAP_FAILED) {
         int err = errno;
         unmap_range(va, sim->granularity); /* MAP_FIXED may have dropped the old mapping */
@@ -664,7 +730,9 @@ static void sim_close(void *self)
                  (unsigned long long)sim->beside_calls, (double)sim->beside_ns / 1e9);
     pthread_cond_destroy(&sim->workers_done);
     close(sim->memfd);
+    close(sim->host_memfd);
     base_meta_free(sim->free_blocks);
+    base_meta_free(sim->host_free);
     pthread_mutex_destroy(&sim->lock);
     pthread_mutex_destroy(&sim->event_lock);
     pthread_mutex_destroy(&sim->vmm_lock);
@@ -703,6 +771,8 @@ static const dev_ops_t sim_ops = {
     .host_func = sim_host_func,
     .launch = sim_launch,
     .set_observer = sim_set_observer,
+    .host_block_create = sim_host_block_create,
+    .set_access_host = sim_set_access, /* the device's access is the CPU's here */
 };
 
 static lms_status_t check_config(const dev_config_t *cfg)
@@ -775,6 +845,11 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
         st = sys_fail("ftruncate of the device memory", errno);
         goto fail_fd;
     }
+    sim->host_memfd = memfd_create("lms-sim-host-blocks", MFD_CLOEXEC);
+    if (sim->host_memfd < 0) {
+        st = sys_fail("memfd_create for the host blocks", errno);
+        goto fail_fd;
+    }
     for (size_t i = 0; i < sim->nblocks; i++) /* block 0 is created first */
         sim->free_blocks[i] = (uint32_t)(sim->nblocks - 1 - i);
     sim->free_count = sim->nblocks;
@@ -800,8 +875,11 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
         .total_memory = sim->capacity,
         .granularity = sim->granularity,
         .host_numa_node = nearest_numa_node(),
-        .host_blocks = true,
+        .host_blocks = !cfg->sim_no_host_blocks,
     };
+    if (cfg->sim_no_host_blocks)
+        snprintf(info->host_blocks_why, sizeof info->host_blocks_why,
+                 "the sim was opened without them");
     snprintf(info->name, sizeof info->name, "simulated GPU (%s, %s blocks)",
              base_format_size(sim->capacity, cap, sizeof cap),
              base_format_size(sim->granularity, gran, sizeof gran));

@@ -45,6 +45,34 @@ static void count_work(void *ctx, const dev_work_t *w)
     atomic_fetch_add((atomic_int *)ctx, 1);
 }
 
+/* Where the device has host blocks: one, mapped and opened to the CPU, takes
+ * the device's first g bytes by a D2H copy into its VA (the CPU sees them),
+ * and gives 64 bytes the CPU wrote back by an H2D copy out of it. */
+static void host_block_round_trip(scenario_t *sc, dev_stream_t *s, dev_addr_t va,
+                                  unsigned char *host)
+{
+    dev_device_t *dev = sc->dev;
+    size_t g = dev->info.granularity;
+    dev_addr_t hva;
+    dev_block_t hb;
+    RETRY(sc, dev_host_block_create(dev, &hb));
+    RETRY(sc, dev_va_reserve(dev, g, &hva));
+    RETRY(sc, dev_map(dev, hva, hb));
+    RETRY(sc, dev_set_access_host(dev, hva, g));
+    unsigned char *hp = (unsigned char *)(uintptr_t)hva;
+    RETRY(sc, dev_copy_d2h(dev, s, hp, va, g));
+    RETRY(sc, dev_stream_synchronize(dev, s));
+    cr_assert(memcmp(hp, host, g) == 0, "the D2H copy into the host block arrived");
+    memset(hp, 0x5a, 64);
+    RETRY(sc, dev_copy_h2d(dev, s, va, hp, 64));
+    RETRY(sc, dev_copy_d2h(dev, s, host, va, 64));
+    RETRY(sc, dev_stream_synchronize(dev, s));
+    cr_assert(memcmp(host, hp, 64) == 0, "the H2D copy out of the host block arrived");
+    RETRY(sc, dev_unmap(dev, hva, g));
+    RETRY(sc, dev_block_release(dev, hb));
+    RETRY(sc, dev_va_free(dev, hva, g));
+}
+
 static void run_scenario(scenario_t *sc)
 {
     dev_device_t *dev = sc->dev;
@@ -107,6 +135,8 @@ static void run_scenario(scenario_t *sc)
 
     cr_assert(memcmp(host, host + n, n) == 0, "the data made the round trip intact");
     cr_assert_eq(sum, dev_checksum_ref(host, n));
+    if (dev->info.host_blocks)
+        host_block_round_trip(sc, s1, va, host);
 
     RETRY(sc, dev_event_destroy(dev, e));
     RETRY(sc, dev_stream_destroy(dev, s3));
@@ -122,7 +152,7 @@ static void run_scenario(scenario_t *sc)
     dev_live_t live;
     dev_live(dev, &live);
     cr_assert_eq(live.reservations + live.blocks + live.mapped_blocks + live.host_ranges +
-                     live.streams + live.events,
+                     live.streams + live.events + live.host_blocks + live.mapped_host_blocks,
                  0, "nothing is left alive");
     RETRY(sc, dev_mem_info(dev, &free1, &total));
     if (test_is_sim(dev))
@@ -147,7 +177,10 @@ Test(fault, the_scenario_passes_without_faults)
     run_scenario(&sc);
     cr_assert_eq(sc.failures, 0);
     cr_assert_eq(dev_fault_injected(sc.dev), 0);
-    cr_assert(dev_fault_calls(sc.dev, DEV_OP_map) == 2);
+    uint64_t host = sc.dev->info.host_blocks;
+    cr_assert(dev_fault_calls(sc.dev, DEV_OP_map) == 2 + host);
+    cr_assert(dev_fault_calls(sc.dev, DEV_OP_host_block_create) == host);
+    cr_assert(dev_fault_calls(sc.dev, DEV_OP_set_access_host) == host);
     dev_close(sc.dev);
 }
 
@@ -162,6 +195,9 @@ ParameterizedTestParameters(fault, each_op_fails_cleanly)
 ParameterizedTest(dev_op_t *op, fault, each_op_fails_cleanly)
 {
     scenario_t sc = {open_faulty()};
+    if ((*op == DEV_OP_host_block_create || *op == DEV_OP_set_access_host) &&
+        !sc.dev->info.host_blocks)
+        cr_skip_test("%s: this device has no host blocks", dev_op_name(*op));
     dev_fault_plan_t plan = {.op = *op, .first = 1, .count = 1};
     TEST_OK(dev_fault_set(sc.dev, &plan));
     run_scenario(&sc);

@@ -52,6 +52,47 @@ Test(sim, touching_an_unmapped_block_faults, .signal = SIGSEGV)
     p[0] = 2; /* a real kernel gets an illegal address here */
 }
 
+/* Host blocks (test_host_blocks): unmapped, the VA is the reservation's
+ * again, whatever was behind it. */
+Test(sim, touching_an_unmapped_host_block_faults, .signal = SIGSEGV)
+{
+    dev_device_t *dev = open_sim(0, 0);
+    size_t g = dev->info.granularity;
+    dev_addr_t va;
+    dev_block_t b;
+    TEST_OK(dev_va_reserve(dev, g, &va));
+    TEST_OK(dev_host_block_create(dev, &b));
+    TEST_OK(dev_map(dev, va, b));
+    TEST_OK(dev_set_access_host(dev, va, g));
+    volatile unsigned char *p = (volatile unsigned char *)(uintptr_t)va;
+    p[g - 1] = 1;
+    TEST_OK(dev_unmap(dev, va, g));
+    test_expect_fault_in((void *)p, g);
+    p[g - 1] = 2; /* a real kernel gets an illegal address here */
+}
+
+Test(sim, a_host_block_made_again_reads_zeros)
+{
+    dev_device_t *dev = open_sim(0, 0);
+    size_t g = dev->info.granularity;
+    dev_addr_t va;
+    dev_block_t b;
+    TEST_OK(dev_va_reserve(dev, g, &va));
+    for (int round = 0; round < 2; round++) {
+        TEST_OK(dev_host_block_create(dev, &b));
+        TEST_OK(dev_map(dev, va, b));
+        TEST_OK(dev_set_access_host(dev, va, g));
+        unsigned char *p = (unsigned char *)(uintptr_t)va;
+        for (size_t i = 0; i < g; i += 4096)
+            cr_assert_eq(p[i], 0, "round %d: byte %zu of a fresh host block", round, i);
+        memset(p, 0xee, g);
+        TEST_OK(dev_unmap(dev, va, g));
+        TEST_OK(dev_block_release(dev, b)); /* its pages go back to the host */
+    }
+    TEST_OK(dev_va_free(dev, va, g));
+    dev_close(dev);
+}
+
 Test(sim, touching_a_reservation_never_mapped_faults, .signal = SIGSEGV)
 {
     dev_device_t *dev = open_sim(0, 0);
@@ -435,6 +476,14 @@ Test(sim, close_gives_everything_back_to_the_os)
     dev_device_t *dev = open_sim(0, 0);
     size_t g = dev->info.granularity;
     test_run_t run = test_run_map(dev, 3);
+    dev_addr_t hva; /* a host block left mapped and opened, and one left unmapped */
+    dev_block_t hb[2];
+    TEST_OK(dev_va_reserve(dev, g, &hva));
+    TEST_OK(dev_host_block_create(dev, &hb[0]));
+    TEST_OK(dev_host_block_create(dev, &hb[1]));
+    TEST_OK(dev_map(dev, hva, hb[0]));
+    TEST_OK(dev_set_access_host(dev, hva, g));
+    memset((void *)(uintptr_t)hva, 1, g);
     dev_stream_t *s1, *s2;
     dev_event_t *e;
     static volatile int done;
@@ -451,9 +500,11 @@ Test(sim, close_gives_everything_back_to_the_os)
     for (int i = 0; i < 1000 && count_entries("/proc/self/task") != threads0; i++)
         usleep(1000);
     cr_assert_eq(count_entries("/proc/self/task"), threads0, "every stream worker exited");
-    cr_assert_eq(count_entries("/proc/self/fd"), fds0, "the device memory fd is closed");
+    cr_assert_eq(count_entries("/proc/self/fd"), fds0, "the memfds are closed");
     unsigned char vec;
     cr_assert_eq(mincore((void *)(uintptr_t)run.base, g, &vec), -1, "the reservation is unmapped");
+    cr_assert_eq(errno, ENOMEM);
+    cr_assert_eq(mincore((void *)(uintptr_t)hva, g, &vec), -1, "so is the host block's");
     cr_assert_eq(errno, ENOMEM);
     free(run.blocks);
 }
