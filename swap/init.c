@@ -46,6 +46,7 @@ void swap_config_from_options(swap_config_t *cfg)
         .evict_ahead = o->evict_ahead != 0,
         .policy_lru = strcmp(o->policy, "lru") == 0,
         .trace_path = o->trace,
+        .evicted = o->evicted,
     };
     dev_config_from_options(&cfg->device);
 }
@@ -242,9 +243,9 @@ lms_status_t swap_init_locked(const swap_config_t *cfg, bool from_options)
         (st = timeline_open(cfg->trace_path, &S->dev->info, &cfg->device)) != LMS_OK)
         goto fail;
     /* every "0 = default" and clamp, once (Note [Resolved configuration] in config.c) */
-    swap_facts_t facts = {.granularity = S->dev->info.granularity};
+    swap_facts_t facts = {0};
     swap_resolved_t *r = &S->resolved;
-    if ((st = dev_mem_info(S->dev, &facts.free_bytes, &facts.total_bytes)) != LMS_OK ||
+    if ((st = swap_facts_device(S->dev, &facts)) != LMS_OK ||
         (st = swap_facts_host(S->dev->info.host_numa_node, &facts)) != LMS_OK ||
         (st = swap_config_resolve(cfg, from_options, &facts, r)) != LMS_OK)
         goto fail;
@@ -282,9 +283,10 @@ lms_status_t swap_init_locked(const swap_config_t *cfg, bool from_options)
         static pthread_once_t once = PTHREAD_ONCE_INIT;
         pthread_once(&once, register_timeline_at_exit);
     }
-    base_log(BASE_LOG_INFO, "%s device %s: limit %s, host limit %s, %s reserved at 0x%llx",
-             S->dev->info.backend, S->dev->info.name, swap_fmt(S->budget * chunk, a),
-             swap_fmt(S->host_limit, c), swap_fmt(va, b), (unsigned long long)S->base);
+    base_log(BASE_LOG_INFO, "%s device %s: limit %s, host limit %s, %s reserved at 0x%llx; "
+             "evicted chunks %s (%s)", S->dev->info.backend, S->dev->info.name,
+             swap_fmt(S->budget * chunk, a), swap_fmt(S->host_limit, c), swap_fmt(va, b),
+             (unsigned long long)S->base, swap_evicted_str(r->evicted), r->evicted_why);
     if (cfg->swap)
         resid_start();
     if (cfg->stats_at_exit) {

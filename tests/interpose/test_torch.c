@@ -60,6 +60,16 @@ Test(torch, with_the_hooks_memory_beyond_the_device_swaps)
     cr_assert_gt(t.host_limit, 0);
 }
 
+/* Kernels the hooks do not see may touch the plugin's memory, and lms knew it
+ * when it started (Note [Evicted mode] in swap/config.c): else the call is
+ * refused while lms runs. */
+Test(torch, lms_started_by_the_plugin_expects_unseen_accesses)
+{
+    hooks_live = true;
+    lms_torch_init(1);
+    TEST_OK(lms_expect_unseen_access());
+}
+
 Test(torch, another_device_and_absurd_sizes_get_null)
 {
     hooks_live = true;

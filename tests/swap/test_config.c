@@ -642,3 +642,22 @@ Test(config, unseen_accesses_expected_before_the_start_hold_while_lms_runs)
     TEST_OK(lms_shutdown());
     cr_assert(unseen_fact(), "and for later starts");
 }
+
+/* lms_init resolves on the device's own facts: on one that maps host memory
+ * (sim) host eviction is refused as not built yet, not as unsupported there. */
+Test(config, lms_does_not_start_with_host_eviction_where_the_device_maps_host_memory)
+{
+    dev_device_t *dev = test_open_default();
+    bool can = dev->info.host_blocks;
+    dev_close(dev);
+    if (!can)
+        cr_skip_test("the device cannot map host memory");
+    swap_config_t cfg;
+    swap_config_from_options(&cfg);
+    cfg.device = test_config();
+    cfg.device_limit = 8 * CHUNK;
+    cfg.evicted = "host";
+    TEST_FAILS(LMS_ERR_UNSUPPORTED, swap_init(&cfg));
+    cr_assert_str_eq(lms_last_error(), "lms_init: swap_config_t.evicted=host: host-mapped eviction "
+                                       "is not built yet (issue 27); use unmapped or auto");
+}

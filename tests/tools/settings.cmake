@@ -38,3 +38,12 @@ add_test(NAME tools.evicted_bad_word COMMAND sh -c
   $<TARGET_FILE:lms-info>)
 set_tests_properties(tools.evicted_bad_word PROPERTIES LABELS sim TIMEOUT 60
   ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB;LMS_EVICTED=sideways")
+
+# LMS_EVICTED=host: sim maps host blocks, but swap/ does not build the mode
+# yet, so lms_init refuses it: --options fails with lms_init's message, and
+# the table says lms would not start.
+add_test(NAME tools.evicted_host_refused COMMAND sh -c
+  "out=$(\"$0\" --options 2>&1); rc=$?; echo \"$out\"; test $rc = 1 && echo \"$out\" | grep -q 'lms_init: LMS_EVICTED=host: host-mapped eviction is not built yet (issue 27)' && \"$0\" | grep -q '^evicted  *refused (lms would not start: lms_init: LMS_EVICTED=host: host-mapped'"
+  $<TARGET_FILE:lms-info>)
+set_tests_properties(tools.evicted_host_refused PROPERTIES LABELS sim TIMEOUT 60
+  ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB;LMS_EVICTED=host")
