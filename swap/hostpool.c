@@ -1,6 +1,11 @@
 /*
  * swap/hostpool.c — the host pool: pinned host memory on the GPU's NUMA node,
- * carved into extents by a private jemalloc arena. See hostpool.h.
+ * carved into extents by a private jemalloc arena; or, in a pool made with
+ * hostpool_config_t.blocks, one-chunk slots that are host blocks of the
+ * device (Note [Pools of host blocks]). See hostpool.h.
+ *
+ * Owns and Invariants below are the pool of extents'; Note [Pools of host
+ * blocks] says what a pool of host blocks owns.
  *
  * Owns
  *   the reservation  [base, base + span): address space for the whole limit
@@ -33,6 +38,36 @@
  *
  * No lock: the caller serializes every call, and the hooks run only inside
  * those calls, on the caller's thread (Note [Decay]).
+ *
+ * Note [Pools of host blocks]
+ * Issue 27 maps an evicted chunk's VA to its host copy. The driver maps a
+ * handle whole, at offset 0, and cannot unmap part of a mapping, so each
+ * host copy must be a handle of its own of exactly one chunk: a host block
+ * (device/device.h), which is one granularity, the chunk. A pool made with
+ * hostpool_config_t.blocks hands out such slots. It owns
+ *   the window       [window, window + reserved): device VA reserved for the
+ *                    whole limit at create (dev_va_reserve).
+ *   the blocks       slot[i] is the host block mapped at window + i x chunk,
+ *                    for i < made; growth makes a piece's worth (what is left
+ *                    of the limit at the end: Note [The whole limit]), maps
+ *                    each at the next slots and opens them to the device and
+ *                    the CPU with one set_access_host call, so that a slot's
+ *                    address is a host pointer, for the CPU and for copies,
+ *                    as an extent's is. Opening costs a driver call per run
+ *                    (48 us for one 2 MiB block on the H200, docs/gpu-results.md):
+ *                    off the swap path, as registering is. A failure undoes
+ *                    that growth's maps and blocks: the pool is as it was.
+ *   the bitmap       busy, bit i set while slot i is handed out. alloc takes
+ *                    the lowest free slot, so that the slots in use stay
+ *                    packed at the window's start; no slot below `lowest` is
+ *                    free.
+ * hostpool_block names slot i's block, which swap/ maps a second time at the
+ * chunk's own VA; the slot's mapping stays, as the address of the host copy.
+ * Blocks are never released while the pool lives, as registered memory is
+ * not. registered is made x chunk and allocated the slots in use x chunk, so
+ * the limit, hostpool_reserve and the messages read as for extents. Whether
+ * one copy may span the handles of two adjacent slots on cuda is not
+ * measured yet (issue 27): nothing here promises it.
  *
  * Note [Extent hooks]
  * jemalloc calls the hooks under its own arena locks, with the contract of
@@ -194,6 +229,15 @@ struct hostpool {
     size_t want;          /* since the last reset: the fewest bytes a fresh
                              registration needs for a request the alloc hook
                              refused; SIZE_MAX: none refused */
+    /* a pool of host blocks only (Note [Pools of host blocks]); reserved and
+     * piece are multiples of chunk, and registered and allocated count it */
+    bool blocks;
+    size_t chunk;         /* a slot's bytes: one host block */
+    dev_addr_t window;    /* reserved bytes of device VA; 0 until reserved */
+    dev_block_t *slot;    /* slot[i]: the block mapped at slot i, i < made */
+    uint64_t *busy;       /* bit i: slot i is handed out */
+    size_t made;          /* slots with a block, mapped and opened */
+    size_t lowest;        /* no slot below it is free */
 };
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -423,41 +467,66 @@ fail:
     return st;
 }
 
-/* ---- the pool ------------------------------------------------------------------- */
+/* ---- sizes and messages ------------------------------------------------------ */
+
+/* What allocated counts, for messages. */
+static const char *handed_out(const hostpool_t *hp)
+{
+    return hp->blocks ? "in slots" : "in extents";
+}
 
 static lms_status_t out_of_limit(const hostpool_t *hp, const char *what, size_t bytes)
 {
     char req[32], reg[32], lim[32], in[32];
     return base_fail(LMS_ERR_OUT_OF_MEMORY,
                      "%s: no pinned host memory left for %s: LMS_HOST_LIMIT=%s is used up "
-                     "(%s registered, %s in extents); raise LMS_HOST_LIMIT",
+                     "(%s registered, %s %s); raise LMS_HOST_LIMIT",
                      what, base_format_size(bytes, req, sizeof req),
                      base_format_size(hp->reserved, lim, sizeof lim),
                      base_format_size(hp->registered, reg, sizeof reg),
-                     base_format_size(hp->allocated, in, sizeof in));
+                     base_format_size(hp->allocated, in, sizeof in), handed_out(hp));
 }
 
-lms_status_t hostpool_create(const hostpool_config_t *cfg, hostpool_t **out)
+static lms_status_t no_room(const hostpool_t *hp, size_t bytes)
 {
-    if (cfg == NULL || cfg->dev == NULL || out == NULL)
-        return base_fail(LMS_ERR_INVALID, "hostpool_create: NULL argument");
+    char req[32], reg[32], in[32], lim[32];
+    return base_fail(LMS_ERR_OUT_OF_MEMORY,
+                     "hostpool_alloc: no room for %s in the %s of pinned memory registered "
+                     "(%s %s, LMS_HOST_LIMIT=%s) without growing",
+                     base_format_size(bytes, req, sizeof req),
+                     base_format_size(hp->registered, reg, sizeof reg),
+                     base_format_size(hp->allocated, in, sizeof in), handed_out(hp),
+                     base_format_size(hp->reserved, lim, sizeof lim));
+}
+
+/* hp->reserved, the limit rounded down to `unit`, and hp->piece (cfg's; 0:
+ * DEFAULT_PIECE, or the limit if smaller), which must be a multiple of it. */
+static lms_status_t pool_sizes(hostpool_t *hp, const hostpool_config_t *cfg, size_t unit,
+                               const char *unit_name)
+{
+    hp->reserved = cfg->limit / unit * unit;
+    if (hp->reserved == 0)
+        return base_fail(LMS_ERR_INVALID, "LMS_HOST_LIMIT=%zu is less than %s (%zu bytes): "
+                         "swapping needs host memory", cfg->limit, unit_name, unit);
+    size_t piece = cfg->piece != 0 ? cfg->piece : round_up(DEFAULT_PIECE, unit);
+    hp->piece = cfg->piece == 0 && hp->reserved < piece ? hp->reserved : piece;
+    if (hp->piece % unit != 0)
+        return base_fail(LMS_ERR_INVALID,
+                         "hostpool_create: piece %zu is not a positive multiple of %s (%zu)",
+                         hp->piece, unit_name, unit);
+    return LMS_OK;
+}
+
+static lms_status_t create_extents(hostpool_t *hp, const hostpool_config_t *cfg)
+{
     size_t je_page = 0, len = sizeof je_page;
     if (lms_je_mallctl("arenas.page", &je_page, &len, NULL, 0) != 0)
         return base_fail(LMS_ERR_SYSTEM, "hostpool_create: jemalloc's page size cannot be read");
-    size_t os_page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t page = je_page > os_page ? je_page : os_page;
-
-    size_t reserved = cfg->limit / page * page;
-    if (reserved == 0)
-        return base_fail(LMS_ERR_INVALID, "LMS_HOST_LIMIT=%zu is less than a page (%zu bytes): "
-                         "swapping needs host memory", cfg->limit, page);
-    size_t piece = cfg->piece;
-    if (piece == 0)
-        piece = reserved < DEFAULT_PIECE ? reserved : DEFAULT_PIECE;
-    if (piece % page != 0)
-        return base_fail(LMS_ERR_INVALID,
-                         "hostpool_create: piece %zu is not a positive multiple of the page (%zu)",
-                         piece, page);
+    hp->os_page = (size_t)sysconf(_SC_PAGESIZE);
+    hp->page = je_page > hp->os_page ? je_page : hp->os_page;
+    lms_status_t st = pool_sizes(hp, cfg, hp->page, "a page");
+    if (st != LMS_OK)
+        return st;
 
     int node = cfg->numa_node;
     if (node >= 0 && numa_available() < 0) {
@@ -468,31 +537,142 @@ lms_status_t hostpool_create(const hostpool_config_t *cfg, hostpool_t **out)
     if (node >= MAX_NODES || (node >= 0 && !numa_bitmask_isbitset(numa_all_nodes_ptr, (unsigned)node)))
         return base_fail(LMS_ERR_INVALID, "hostpool_create: NUMA node %d is not one this process may use",
                          node);
+    hp->numa_node = node;
+    /* a registration holds a piece at least, but the last */
+    size_t span = hp->reserved + (hp->reserved / hp->piece + 1) * hp->page;
+    void *base = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY,
+                         "hostpool_create: cannot reserve %zu bytes of address space "
+                         "for LMS_HOST_LIMIT=%zu: %s", span, cfg->limit, strerror(errno));
+    hp->base = base;
+    hp->span = span;
+    return make_arena(hp);
+}
 
+/* ---- host blocks: Note [Pools of host blocks] -------------------------------- */
+
+/* Unmaps slots [from, from + mapped) and releases the blocks of slots
+ * [from, from + made), made >= mapped. What the device refuses is logged and
+ * left to dev_close, which releases what its caller left. */
+static void unmake_blocks(hostpool_t *hp, size_t from, size_t mapped, size_t made)
+{
+    size_t first = 0;
+    dev_addr_t va = hp->window + from * hp->chunk;
+    if (mapped > 0 && dev_unmap(hp->dev, va, mapped * hp->chunk) != LMS_OK) {
+        base_log(BASE_LOG_ERROR, "hostpool: cannot unmap %zu host blocks: %s", mapped,
+                 lms_last_error());
+        first = mapped; /* a mapped block cannot be released */
+    }
+    for (size_t i = first; i < made; i++)
+        if (dev_block_release(hp->dev, hp->slot[from + i]) != LMS_OK)
+            base_log(BASE_LOG_ERROR, "hostpool: cannot release a host block: %s", lms_last_error());
+}
+
+/* Makes `n` blocks, maps them at the next slots and opens them with one
+ * set_access_host call. On failure none of them stays: the pool is as it was. */
+static lms_status_t grow_blocks(hostpool_t *hp, size_t n)
+{
+    dev_addr_t va = hp->window + hp->made * hp->chunk;
+    dev_block_t *b = hp->slot + hp->made;
+    size_t made = 0, mapped = 0;
+    lms_status_t st = LMS_OK;
+    for (size_t i = 0; i < n; i++) {
+        if ((st = dev_host_block_create(hp->dev, &b[i])) != LMS_OK)
+            break;
+        made++;
+        if ((st = dev_map(hp->dev, va + i * hp->chunk, b[i])) != LMS_OK)
+            break;
+        mapped++;
+    }
+    if (st == LMS_OK)
+        st = dev_set_access_host(hp->dev, va, n * hp->chunk);
+    if (st != LMS_OK) {
+        unmake_blocks(hp, hp->made, mapped, made);
+        return st;
+    }
+    hp->made += n;
+    hp->registered += n * hp->chunk;
+    return LMS_OK;
+}
+
+/* The slot at p, or SIZE_MAX where p is not the address of a slot handed out. */
+static size_t busy_slot_of(const hostpool_t *hp, const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    if (a < hp->window || (a - hp->window) % hp->chunk != 0)
+        return SIZE_MAX;
+    size_t i = (a - hp->window) / hp->chunk;
+    return i < hp->made && (hp->busy[i / 64] >> (i % 64) & 1) ? i : SIZE_MAX;
+}
+
+/* Marks the lowest free slot busy and returns it; SIZE_MAX when every slot
+ * made is in use. */
+static size_t take_slot(hostpool_t *hp)
+{
+    for (size_t w = hp->lowest / 64; w * 64 < hp->made; w++) {
+        if (~hp->busy[w] == 0)
+            continue;
+        size_t i = w * 64 + (size_t)__builtin_ctzll(~hp->busy[w]);
+        if (i >= hp->made)
+            break; /* bits past made are never set */
+        hp->busy[w] |= 1ull << (i % 64);
+        hp->lowest = i + 1;
+        return i;
+    }
+    hp->lowest = hp->made;
+    return SIZE_MAX;
+}
+
+static lms_status_t create_blocks(hostpool_t *hp, const hostpool_config_t *cfg)
+{
+    const dev_info_t *info = &cfg->dev->info;
+    hp->blocks = true;
+    hp->numa_node = -1; /* the device places its host blocks */
+    if (!info->host_blocks)
+        return base_fail(LMS_ERR_UNSUPPORTED, "hostpool_create: this device cannot make host "
+                         "blocks (%s)", info->host_blocks_why);
+    hp->chunk = cfg->chunk != 0 ? cfg->chunk : info->granularity;
+    if (hp->chunk != info->granularity)
+        return base_fail(LMS_ERR_INVALID, "hostpool_create: a slot is one host block of %zu "
+                         "bytes, not a chunk of %zu", info->granularity, hp->chunk);
+    lms_status_t st = pool_sizes(hp, cfg, hp->chunk, "a chunk");
+    if (st != LMS_OK)
+        return st;
+    size_t slots = hp->reserved / hp->chunk;
+    hp->slot = base_meta_calloc(slots, sizeof *hp->slot);
+    hp->busy = base_meta_calloc((slots + 63) / 64, sizeof *hp->busy);
+    if (hp->slot == NULL || hp->busy == NULL)
+        return base_fail(LMS_ERR_OUT_OF_MEMORY, "hostpool_create: no host memory for metadata");
+    return dev_va_reserve(hp->dev, hp->reserved, &hp->window);
+}
+
+lms_status_t hostpool_block(const hostpool_t *hp, const void *p, dev_block_t *out)
+{
+    if (hp == NULL || out == NULL)
+        return base_fail(LMS_ERR_INVALID, "hostpool_block: NULL argument");
+    if (!hp->blocks)
+        return base_fail(LMS_ERR_INVALID, "hostpool_block: the pool holds extents, not blocks");
+    size_t i = busy_slot_of(hp, p);
+    if (i == SIZE_MAX)
+        return base_fail(LMS_ERR_INVALID, "hostpool_block: %p is not a slot handed out", p);
+    *out = hp->slot[i];
+    return LMS_OK;
+}
+
+/* ---- the pool's interface ---------------------------------------------------- */
+
+lms_status_t hostpool_create(const hostpool_config_t *cfg, hostpool_t **out)
+{
+    if (cfg == NULL || cfg->dev == NULL || out == NULL)
+        return base_fail(LMS_ERR_INVALID, "hostpool_create: NULL argument");
     hostpool_t *hp = base_meta_calloc(1, sizeof *hp);
     if (hp == NULL)
         return base_fail(LMS_ERR_OUT_OF_MEMORY, "hostpool_create: no host memory for metadata");
     hp->hooks = pool_hooks;
     hp->dev = cfg->dev;
-    hp->reserved = reserved;
-    hp->piece = piece;
-    hp->page = page;
-    hp->os_page = os_page;
-    hp->numa_node = node;
     hp->want = SIZE_MAX;
-    /* a registration holds a piece at least, but the last */
-    hp->span = reserved + (reserved / piece + 1) * page;
-    void *base = mmap(NULL, hp->span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) {
-        lms_status_t st = base_fail(LMS_ERR_OUT_OF_MEMORY,
-                                    "hostpool_create: cannot reserve %zu bytes of address space "
-                                    "for LMS_HOST_LIMIT=%zu: %s",
-                                    hp->span, cfg->limit, strerror(errno));
-        base_meta_free(hp);
-        return st;
-    }
-    hp->base = base;
-    lms_status_t st = make_arena(hp);
+    lms_status_t st = cfg->blocks ? create_blocks(hp, cfg) : create_extents(hp, cfg);
     if (st != LMS_OK) {
         hostpool_destroy(hp);
         return st;
@@ -505,6 +685,9 @@ void hostpool_destroy(hostpool_t *hp)
 {
     if (hp == NULL)
         return;
+    unmake_blocks(hp, 0, hp->made, hp->made);
+    if (hp->window != 0 && dev_va_free(hp->dev, hp->window, hp->reserved) != LMS_OK)
+        base_log(BASE_LOG_ERROR, "hostpool_destroy: %s", lms_last_error());
     /* jemalloc never writes into extents, so the memory may go after it. */
     int err;
     if (hp->have_arena && (err = arena_ctl(hp, "destroy", NULL, NULL, NULL, 0)) != 0)
@@ -513,9 +696,11 @@ void hostpool_destroy(hostpool_t *hp)
     for (size_t i = hp->nregs; i-- > 0;)
         if (dev_host_unregister(hp->dev, hp->regs[i].base) != LMS_OK)
             base_log(BASE_LOG_ERROR, "hostpool_destroy: %s", lms_last_error());
-    if (munmap(hp->base, hp->span) != 0)
+    if (hp->base != NULL && munmap(hp->base, hp->span) != 0)
         base_log(BASE_LOG_ERROR, "hostpool_destroy: munmap: %s", strerror(errno));
     base_meta_free(hp->regs);
+    base_meta_free(hp->slot);
+    base_meta_free(hp->busy);
     base_meta_free(hp);
 }
 
@@ -534,10 +719,34 @@ static void *take(hostpool_t *hp, size_t bytes)
     return p;
 }
 
+/* hostpool_alloc of a pool of host blocks. */
+static lms_status_t alloc_slot(hostpool_t *hp, size_t bytes, bool may_grow, void **out)
+{
+    if (bytes != hp->chunk)
+        return base_fail(LMS_ERR_INVALID, "hostpool_alloc: a pool of host blocks hands out one "
+                         "chunk (%zu bytes) at a time, not %zu bytes", hp->chunk, bytes);
+    size_t i;
+    while ((i = take_slot(hp)) == SIZE_MAX) {
+        size_t left = hp->reserved - hp->registered;
+        if (!may_grow)
+            return no_room(hp, bytes);
+        if (left == 0)
+            return out_of_limit(hp, "hostpool_alloc", bytes);
+        lms_status_t st = grow_blocks(hp, (left < hp->piece ? left : hp->piece) / hp->chunk);
+        if (st != LMS_OK)
+            return st;
+    }
+    hp->allocated += hp->chunk;
+    *out = (void *)(uintptr_t)(hp->window + i * hp->chunk);
+    return LMS_OK;
+}
+
 lms_status_t hostpool_alloc(hostpool_t *hp, size_t bytes, bool may_grow, void **out)
 {
     if (hp == NULL || out == NULL)
         return base_fail(LMS_ERR_INVALID, "hostpool_alloc: NULL argument");
+    if (hp->blocks)
+        return alloc_slot(hp, bytes, may_grow, out);
     if (bytes == 0 || bytes % hp->os_page != 0)
         return base_fail(LMS_ERR_INVALID, "hostpool_alloc: %zu bytes is not a positive multiple of the page",
                          bytes);
@@ -546,15 +755,8 @@ lms_status_t hostpool_alloc(hostpool_t *hp, size_t bytes, bool may_grow, void **
         return out_of_limit(hp, "hostpool_alloc", bytes);
     void *p;
     while ((p = take(hp, bytes)) == NULL) {
-        char req[32], reg[32], in[32], lim[32];
         if (!may_grow)
-            return base_fail(LMS_ERR_OUT_OF_MEMORY,
-                             "hostpool_alloc: no room for %s in the %s of pinned memory registered "
-                             "(%s in extents, LMS_HOST_LIMIT=%s) without growing",
-                             base_format_size(bytes, req, sizeof req),
-                             base_format_size(hp->registered, reg, sizeof reg),
-                             base_format_size(hp->allocated, in, sizeof in),
-                             base_format_size(hp->reserved, lim, sizeof lim));
+            return no_room(hp, bytes);
         if (hp->want == SIZE_MAX) /* jemalloc failed before asking the hook */
             return base_fail(LMS_ERR_OUT_OF_MEMORY,
                              "hostpool_alloc: jemalloc cannot allocate %zu bytes (no memory for its metadata)",
@@ -576,19 +778,35 @@ lms_status_t hostpool_alloc(hostpool_t *hp, size_t bytes, bool may_grow, void **
     return LMS_OK;
 }
 
-void hostpool_free(hostpool_t *hp, void *p)
+lms_status_t hostpool_free(hostpool_t *hp, void *p)
 {
-    if (hp == NULL || p == NULL)
-        return;
+    if (p == NULL)
+        return LMS_OK;
+    if (hp == NULL)
+        return base_fail(LMS_ERR_INVALID, "hostpool_free: NULL pool");
+    if (hp->blocks) {
+        size_t i = busy_slot_of(hp, p);
+        if (i == SIZE_MAX)
+            return base_fail(LMS_ERR_INVALID, "hostpool_free: %p is not a slot handed out", p);
+        hp->busy[i / 64] &= ~(1ull << (i % 64));
+        hp->lowest = i < hp->lowest ? i : hp->lowest;
+        hp->allocated -= hp->chunk;
+        return LMS_OK;
+    }
+    if (registration_of(hp, p) == NULL)
+        return base_fail(LMS_ERR_INVALID, "hostpool_free: %p is not in the pool", p);
     size_t usable = lms_je_sallocx(p, hp->flags);
     lms_je_dallocx(p, hp->flags);
     hp->allocated -= usable;
     if (hp->large_pad != 0 && usable >= hp->large_min)
         hp->padded--;
+    return LMS_OK;
 }
 
 size_t hostpool_usable(const hostpool_t *hp, size_t bytes)
 {
+    if (hp->blocks)
+        return bytes == hp->chunk ? bytes : 0;
     return bytes == 0 ? 0 : lms_je_nallocx(bytes, hp->flags);
 }
 
@@ -598,7 +816,8 @@ size_t hostpool_usable(const hostpool_t *hp, size_t bytes)
  * ranges smaller than a later request, or sits in a registration's tail too
  * short for it: a later hostpool_alloc without growing can still fail then,
  * and its caller grows. jemalloc cannot tell more cheaply which requests
- * its free extents could serve.
+ * its free extents could serve. A pool of host blocks grows a piece at a
+ * time, and every free slot serves.
  */
 lms_status_t hostpool_reserve(hostpool_t *hp, size_t bytes)
 {
@@ -613,12 +832,12 @@ lms_status_t hostpool_reserve(hostpool_t *hp, size_t bytes)
         if (left == 0)
             return out_of_limit(hp, "hostpool_reserve", bytes - free);
         size_t most = MAX_RESERVE_REGISTRATION / hp->piece * hp->piece;
-        if (most < hp->piece)
+        if (most < hp->piece || hp->blocks)
             most = hp->piece;
         most = most < left ? most : left;
         size_t size = bytes - free >= most ? most : round_up(bytes - free, hp->piece);
         size = size < left ? size : left; /* Note [The whole limit] */
-        lms_status_t st = grow(hp, size);
+        lms_status_t st = hp->blocks ? grow_blocks(hp, size / hp->chunk) : grow(hp, size);
         if (st != LMS_OK)
             return st;
     }

@@ -6,11 +6,18 @@
  * leaves nothing committed; destroy unregisters and unmaps everything; pages
  * sit on the NUMA node asked for. Registered for sim and gpu.
  *
+ * A pool of host blocks (hostpool_config_t.blocks; skipped where the device
+ * has none) hands out one-chunk slots, lowest first, whose block maps at
+ * another VA with the same bytes; it keeps the limit and the accounting,
+ * refuses other sizes and addresses, loses nothing when its growth fails,
+ * and leaves no host block behind at destroy.
+ *
  * The pool is given a device that wraps the run's device and records every
  * host_register and host_unregister (the recorder below), so that a test sees
  * the registrations the pool made.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <numa.h>
 #include <numaif.h>
 #include <stdint.h>
@@ -206,6 +213,19 @@ static long resident_pages(const void *p, size_t n)
     return resident;
 }
 
+/* Copies [src, src+n) to the device and back into dst (n whole blocks). */
+static void through_the_device(const void *src, void *dst, size_t n)
+{
+    test_run_t run = test_run_map(real, n / real->info.granularity);
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(real, DEV_PRIORITY_HIGH, &s));
+    TEST_OK(dev_copy_h2d(real, s, run.base, src, n));
+    TEST_OK(dev_copy_d2h(real, s, dst, run.base, n));
+    TEST_OK(dev_stream_synchronize(real, s));
+    TEST_OK(dev_stream_destroy(real, s));
+    test_run_unmap(real, &run);
+}
+
 /* ---- placement ----------------------------------------------------------------------- */
 
 Test(hostpool, extents_are_page_aligned_and_inside_one_registration)
@@ -301,15 +321,8 @@ Test(hostpool, copies_between_extents_and_the_device_work)
     char *src = alloc_ok(n, true), *dst = alloc_ok(n, true);
     fill(src, n, 7);
     memset(dst, 0, n);
-    test_run_t run = test_run_map(real, 2);
-    dev_stream_t *s;
-    TEST_OK(dev_stream_create(real, DEV_PRIORITY_HIGH, &s));
-    TEST_OK(dev_copy_h2d(real, s, run.base, src, n));
-    TEST_OK(dev_copy_d2h(real, s, dst, run.base, n));
-    TEST_OK(dev_stream_synchronize(real, s));
+    through_the_device(src, dst, n);
     cr_assert_eq(memcmp(src, dst, n), 0, "the round trip through the device changed the data");
-    TEST_OK(dev_stream_destroy(real, s));
-    test_run_unmap(real, &run);
 }
 
 /* ---- reuse ----------------------------------------------------------------------------- */
@@ -612,4 +625,272 @@ Test(hostpool, no_node_means_no_binding)
     cr_assert_eq(get_mempolicy(&mode, NULL, 0, p, MPOL_F_ADDR), 0, "get_mempolicy: %s",
                  strerror(errno));
     cr_assert_eq(mode, MPOL_DEFAULT);
+}
+
+/* ---- freeing ---------------------------------------------------------------------------- */
+
+Test(hostpool, freeing_what_the_pool_did_not_hand_out_is_refused)
+{
+    open_pool(32 * MiB, 8 * MiB);
+    char *p = alloc_ok(2 * MiB, true), outside[64];
+    TEST_FAILS(LMS_ERR_INVALID, hostpool_free(pool, outside));
+    TEST_FAILS(LMS_ERR_INVALID, hostpool_free(NULL, p));
+    cr_assert_eq(usage().allocated, 2 * MiB);
+    TEST_OK(hostpool_free(pool, p));
+    TEST_OK(hostpool_free(pool, NULL));
+    cr_assert_eq(usage().allocated, 0);
+}
+
+/* ---- a pool of host blocks ---------------------------------------------------------------- */
+
+static size_t chunk; /* the device's granularity: a slot */
+
+/* A pool of host blocks of `limit` in `piece`s; skips where the device has
+ * no host blocks. */
+static void open_block_pool(size_t limit, size_t piece, bool faults)
+{
+    open_device(faults);
+    if (!real->info.host_blocks)
+        cr_skip_test("this device has no host blocks: %s", real->info.host_blocks_why);
+    chunk = real->info.granularity;
+    hostpool_config_t hc = pool_config(limit, piece, -1);
+    hc.blocks = true;
+    hc.chunk = chunk;
+    TEST_OK(hostpool_create(&hc, &pool));
+}
+
+static dev_live_t live(void)
+{
+    dev_live_t l;
+    dev_live(real, &l);
+    return l;
+}
+
+static char *slot_ok(bool may_grow)
+{
+    void *p = NULL;
+    TEST_OK(hostpool_alloc(pool, chunk, may_grow, &p));
+    cr_assert_eq((uintptr_t)p % chunk, 0, "slot %p is not chunk-aligned", p);
+    return p;
+}
+
+/* The pool's host blocks: all mapped, one per chunk registered. */
+static void assert_blocks(size_t n)
+{
+    dev_live_t l = live();
+    cr_assert_eq(usage().registered, n * chunk, "registered %zu for %zu blocks",
+                 usage().registered, n);
+    cr_assert_eq(l.host_blocks, n, "%zu host blocks live, not %zu", l.host_blocks, n);
+    cr_assert_eq(l.mapped_host_blocks, n, "%zu host blocks mapped, not %zu",
+                 l.mapped_host_blocks, n);
+}
+
+/* Over 64 slots, so that the free slots found lie in two words of the bitmap. */
+Test(hostpool, a_block_pool_hands_out_the_lowest_free_slot_first)
+{
+    open_block_pool(192 * MiB, 64 * MiB, false);
+    size_t per_piece = 64 * MiB / chunk, n = 2 * per_piece + 6, late = 2 * per_piece + 2;
+    char *s[200];
+    cr_assert_leq(n, 200);
+    for (size_t i = 0; i < n; i++) {
+        s[i] = slot_ok(true);
+        cr_assert_eq(s[i], s[0] + i * chunk, "slot %zu is at %p, not next to the others", i,
+                     (void *)s[i]);
+        fill(s[i], chunk, 100 + i);
+    }
+    assert_blocks(3 * per_piece);
+    cr_assert_eq(usage().allocated, n * chunk);
+    TEST_OK(hostpool_free(pool, s[late]));
+    TEST_OK(hostpool_free(pool, s[3]));
+    cr_assert_eq(usage().allocated, (n - 2) * chunk);
+    cr_assert_eq(slot_ok(false), s[3]);
+    cr_assert_eq(slot_ok(false), s[late]);
+    cr_assert_eq(slot_ok(false), s[n - 1] + chunk);
+    cr_assert_eq(usage().allocated, (n + 1) * chunk);
+    for (size_t i = 0; i < n; i++)
+        if (i != 3 && i != late)
+            check_filled(s[i], chunk, 100 + i);
+    assert_blocks(3 * per_piece);
+}
+
+Test(hostpool, a_block_pool_grows_only_when_told_and_keeps_the_limit)
+{
+    open_block_pool(20 * MiB + MiB, 8 * MiB, false); /* 10 chunks: the last piece is 2 */
+    size_t n = usage().limit / chunk;
+    cr_assert_eq(usage().limit, 20 * MiB); /* rounded down to a chunk */
+    void *p = NULL;
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, hostpool_alloc(pool, chunk, false, &p));
+    cr_assert_null(p);
+    assert_blocks(0);
+    TEST_OK(hostpool_reserve(pool, chunk));
+    assert_blocks(8 * MiB / chunk);
+    void *s[16];
+    for (size_t i = 0; i < 8 * MiB / chunk; i++)
+        s[i] = slot_ok(false);
+    TEST_FAILS(LMS_ERR_OUT_OF_MEMORY, hostpool_alloc(pool, chunk, false, &p));
+    for (size_t i = 8 * MiB / chunk; i < n; i++)
+        s[i] = slot_ok(true);
+    assert_blocks(n);
+    cr_assert_eq(usage().allocated, n * chunk);
+    assert_out_of_limit(hostpool_alloc(pool, chunk, true, &p));
+    assert_out_of_limit(hostpool_reserve(pool, chunk));
+    cr_assert_null(p);
+    assert_blocks(n);
+    cr_assert_eq(usage().allocated, n * chunk);
+    cr_assert_eq(usage().numa_node, -1);
+    TEST_OK(hostpool_free(pool, s[3]));
+    cr_assert_eq(slot_ok(false), s[3]);
+
+    /* reserve grows a piece at a time, the remainder last */
+    close_all();
+    open_block_pool(20 * MiB, 8 * MiB, false);
+    TEST_OK(hostpool_reserve(pool, 20 * MiB));
+    assert_blocks(20 * MiB / chunk);
+}
+
+Test(hostpool, a_slots_block_maps_at_another_va_with_the_same_bytes)
+{
+    open_block_pool(16 * MiB, 8 * MiB, false);
+    char *a = slot_ok(true), *b = slot_ok(true);
+    fill(a, chunk, 1);
+    fill(b, chunk, 2);
+    dev_block_t ba, bb;
+    TEST_OK(hostpool_block(pool, a, &ba));
+    TEST_OK(hostpool_block(pool, b, &bb));
+    cr_assert_neq(ba, bb);
+    dev_addr_t va;
+    TEST_OK(dev_va_reserve(real, chunk, &va));
+    TEST_OK(dev_map(real, va, bb));
+    TEST_OK(dev_set_access_host(real, va, chunk));
+    char *there = (char *)(uintptr_t)va;
+    cr_assert_eq(memcmp(there, b, chunk), 0, "the block at another VA shows other bytes");
+    fill(there, chunk, 3); /* written there, read in the slot */
+    check_filled(b, chunk, 3);
+    check_filled(a, chunk, 1);
+
+    /* a copy from the device into the slot lands in the block */
+    through_the_device(a, b, chunk);
+    check_filled(there, chunk, 1);
+    TEST_OK(dev_unmap(real, va, chunk));
+    TEST_OK(dev_va_free(real, va, chunk));
+}
+
+Test(hostpool, a_block_pool_refuses_other_sizes_and_addresses)
+{
+    open_block_pool(16 * MiB, 8 * MiB, false);
+    char *s = slot_ok(true), *free_slot = slot_ok(false);
+    TEST_OK(hostpool_free(pool, free_slot));
+    size_t sizes[] = {0, page, chunk / 2, chunk + page, 2 * chunk};
+    void *p = NULL;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        TEST_FAILS(LMS_ERR_INVALID, hostpool_alloc(pool, sizes[i], true, &p));
+        cr_assert(strstr(lms_last_error(), "one chunk") != NULL, "%s", lms_last_error());
+        cr_assert_eq(hostpool_usable(pool, sizes[i]), 0);
+    }
+    cr_assert_null(p);
+    cr_assert_eq(hostpool_usable(pool, chunk), chunk);
+    dev_block_t b = 0;
+    char *not_slots[] = {s + page, free_slot, s - chunk, s + 8 * MiB, NULL};
+    for (size_t i = 0; i < sizeof not_slots / sizeof *not_slots; i++) {
+        TEST_FAILS(LMS_ERR_INVALID, hostpool_block(pool, not_slots[i], &b));
+        if (not_slots[i] != NULL)
+            TEST_FAILS(LMS_ERR_INVALID, hostpool_free(pool, not_slots[i]));
+    }
+    cr_assert_eq(b, 0);
+    TEST_FAILS(LMS_ERR_INVALID, hostpool_block(pool, s, NULL));
+    cr_assert_eq(usage().allocated, chunk);
+    cr_assert_eq(slot_ok(false), free_slot, "a refused free changed the slots");
+
+    /* a pool of extents has no blocks; a bad configuration is refused */
+    hostpool_t *other = NULL;
+    hostpool_config_t hc = pool_config(16 * MiB, 8 * MiB, -1);
+    TEST_OK(hostpool_create(&hc, &other));
+    void *e = NULL;
+    TEST_OK(hostpool_alloc(other, chunk, true, &e));
+    TEST_FAILS(LMS_ERR_INVALID, hostpool_block(other, e, &b));
+    hostpool_destroy(other);
+    other = NULL;
+    hc.blocks = true;
+    hc.chunk = 2 * chunk;
+    TEST_FAILS(LMS_ERR_INVALID, hostpool_create(&hc, &other));
+    hc.chunk = 0; /* the granularity */
+    hc.piece = chunk + chunk / 2;
+    TEST_FAILS(LMS_ERR_INVALID, hostpool_create(&hc, &other));
+    hc = pool_config(chunk - page, 0, -1);
+    hc.blocks = true;
+    TEST_FAILS(LMS_ERR_INVALID, hostpool_create(&hc, &other));
+    cr_assert(strstr(lms_last_error(), "LMS_HOST_LIMIT") != NULL, "%s", lms_last_error());
+    cr_assert_null(other);
+}
+
+Test(hostpool, a_device_without_host_blocks_refuses_a_block_pool)
+{
+    dev_config_t cfg = test_config();
+    cfg.backend = "sim"; /* a GPU's answer is its own */
+    cfg.sim_no_host_blocks = true;
+    real = test_open(&cfg);
+    hostpool_config_t hc = {.dev = real, .limit = 16 * MiB, .blocks = true, .numa_node = -1};
+    hostpool_t *other = NULL;
+    TEST_FAILS(LMS_ERR_UNSUPPORTED, hostpool_create(&hc, &other));
+    cr_assert(strstr(lms_last_error(), real->info.host_blocks_why) != NULL, "%s",
+              lms_last_error());
+    cr_assert_null(other);
+    cr_assert_eq(live().reservations, 0);
+}
+
+/* Each op of a growth fails in turn (once: the calls after it succeed), in
+ * the first piece and in a later one: the growth is undone, and what the
+ * pool had stays. */
+Test(hostpool, a_block_pool_growth_that_fails_loses_nothing)
+{
+    open_block_pool(32 * MiB, 8 * MiB, true);
+    size_t per_piece = 8 * MiB / chunk;
+    const struct {
+        dev_op_t op;
+        uint64_t first;
+    } fails[] = {{DEV_OP_host_block_create, 1}, {DEV_OP_host_block_create, per_piece},
+                 {DEV_OP_map, 1}, {DEV_OP_map, per_piece}, {DEV_OP_set_access_host, 1}};
+    size_t nfails = sizeof fails / sizeof *fails;
+    char *s[16];
+    size_t n = 0;
+    for (int round = 0; round < 2; round++) {
+        for (size_t f = 0; f < nfails; f++) {
+            dev_fault_plan_t plan = {.op = fails[f].op, .first = fails[f].first, .count = 1};
+            TEST_OK(dev_fault_set(real, &plan));
+            void *p = NULL;
+            lms_status_t st = f % 2 ? hostpool_reserve(pool, (n + 1) * chunk)
+                                    : hostpool_alloc(pool, chunk, true, &p);
+            cr_assert_eq(st, LMS_ERR_DEVICE, "%s failing at call %" PRIu64 ": %s",
+                         dev_op_name(fails[f].op), fails[f].first, lms_status_str(st));
+            cr_assert_eq(dev_fault_injected(real), 1);
+            cr_assert_null(p);
+            assert_blocks(round * per_piece);
+            cr_assert_eq(usage().allocated, n * chunk);
+        }
+        for (size_t i = 0; i < per_piece; i++, n++) { /* the piece grows, and is filled */
+            s[n] = slot_ok(true);
+            fill(s[n], chunk, 200 + n);
+        }
+        assert_blocks((round + 1) * per_piece);
+    }
+    for (size_t i = 0; i < n; i++)
+        check_filled(s[i], chunk, 200 + i);
+    cr_assert_eq(s[n - 1], s[0] + (n - 1) * chunk, "a failed growth left a hole in the window");
+}
+
+Test(hostpool, destroying_a_block_pool_leaves_no_host_block)
+{
+    open_block_pool(32 * MiB, 8 * MiB, false);
+    dev_live_t before = live();
+    for (int i = 0; i < 6; i++)
+        slot_ok(true); /* slots still out at destroy go with the pool */
+    TEST_OK(hostpool_free(pool, slot_ok(true)));
+    cr_assert_eq(live().reservations, before.reservations);
+    assert_blocks(16 * MiB / chunk);
+    hostpool_destroy(pool);
+    pool = NULL;
+    dev_live_t l = live();
+    cr_assert_eq(l.host_blocks, 0);
+    cr_assert_eq(l.mapped_host_blocks, 0);
+    cr_assert_eq(l.reservations, before.reservations - 1, "the window is still reserved");
 }
