@@ -121,7 +121,7 @@ typedef struct kcuda {
     CUcontext ctx;         /* the device's primary context, retained; NULL if not */
     unsigned max_blocks;   /* grid size cap */
     CUmodule module;
-    CUfunction fill_fn, checksum_fn, axpy_fn;
+    CUfunction fill_fn, checksum_fn, axpy_fn, indirect_fn;
     CUfunction kernel_fn[DEV_KERNEL_COUNT]; /* the training kernels, by dev_kernel_t */
     CUfunction xent_mean_fn;                /* XENT's second launch */
     ring_slot_t *ring;      /* RING_SLOTS slots, host memory */
@@ -170,6 +170,7 @@ static lms_status_t load(kcuda_t *k)
         {"dev_fill_kernel", offsetof(kcuda_t, fill_fn)},
         {"dev_checksum_kernel", offsetof(kcuda_t, checksum_fn)},
         {"dev_axpy_kernel", offsetof(kcuda_t, axpy_fn)},
+        {"dev_indirect_kernel", offsetof(kcuda_t, indirect_fn)},
         {"dev_k_gemm", offsetof(kcuda_t, kernel_fn[DEV_KERNEL_GEMM])},
         {"dev_k_bias_act", offsetof(kcuda_t, kernel_fn[DEV_KERNEL_BIAS_ACT])},
         {"dev_k_relu_back", offsetof(kcuda_t, kernel_fn[DEV_KERNEL_RELU_BACK])},
@@ -486,6 +487,12 @@ lms_status_t kernels_cuda_enqueue(void *state, uint64_t native, const void *call
         CUdeviceptr x = c.u.axpy.x, y = c.u.axpy.y;
         void *args[] = {&n, &a, &x, &y};
         return launch(k, k->axpy_fn, "dev_axpy_kernel", n, stream, args);
+    }
+    case KERNEL_INDIRECT: {
+        CUdeviceptr ptrs = c.u.indirect.ptrs;
+        unsigned long long n = c.u.indirect.n, add = c.u.indirect.add;
+        void *args[] = {&ptrs, &n, &add};
+        return launch(k, k->indirect_fn, "dev_indirect_kernel", n, stream, args);
     }
     case KERNEL_TRAINING:
         return training(k, stream, &c.u.training);

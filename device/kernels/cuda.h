@@ -11,11 +11,12 @@
 /* A kernel and its arguments: what dev_launch_t.args holds, copied in and
  * out with memcpy (the bytes have no alignment of their own). */
 typedef struct kernel_call {
-    enum { KERNEL_FILL, KERNEL_CHECKSUM, KERNEL_AXPY, KERNEL_TRAINING } which;
+    enum { KERNEL_FILL, KERNEL_CHECKSUM, KERNEL_AXPY, KERNEL_INDIRECT, KERNEL_TRAINING } which;
     union {
         struct { dev_addr_t dst; size_t n; uint64_t seed; } fill;
         struct { dev_addr_t src; size_t n; uint64_t *out; } checksum;
         struct { size_t n; float a; dev_addr_t x, y; } axpy;
+        struct { dev_addr_t ptrs; size_t n; uint64_t add; } indirect;
         dev_kernel_args_t training;
     } u;
 } kernel_call_t;

@@ -61,6 +61,16 @@ static void run(const void *args)
             y[i] = fmaf(c.u.axpy.a, x[i], y[i]);
         break;
     }
+    case KERNEL_INDIRECT: {
+        uint64_t *ptrs = as_ptr(c.u.indirect.ptrs);
+        for (size_t i = 0; i < c.u.indirect.n; i++) {
+            uint64_t *w = as_ptr(ptrs[i]);
+            uint64_t got = *w;
+            *w = got + c.u.indirect.add;
+            ptrs[i] = got;
+        }
+        break;
+    }
     case KERNEL_TRAINING:
         dev_kernel_ref(&c.u.training);
         break;
@@ -105,6 +115,18 @@ lms_status_t dev_axpy(dev_device_t *dev, dev_stream_t *stream, size_t n, float a
     kernel_call_t call = {KERNEL_AXPY, .u.axpy = {n, a, x, y}};
     dev_launch_t l = {.name = "axpy", .nranges = 2,
                       .ranges = {{x, n * sizeof(float)}, {y, n * sizeof(float)}}};
+    return launch(dev, stream, &l, &call);
+}
+
+lms_status_t dev_indirect(dev_device_t *dev, dev_stream_t *stream, dev_addr_t ptrs, size_t n,
+                          uint64_t add)
+{
+    if (n > SIZE_MAX / sizeof(uint64_t) || ptrs % sizeof(uint64_t))
+        return base_fail(LMS_ERR_INVALID,
+                         "indirect: ptrs must be 8-byte aligned and n * 8 must not overflow");
+    kernel_call_t call = {KERNEL_INDIRECT, .u.indirect = {ptrs, n, add}};
+    /* Only the array: the words behind its pointers are what no launch names. */
+    dev_launch_t l = {.name = "indirect", .nranges = 1, .ranges = {{ptrs, n * sizeof(uint64_t)}}};
     return launch(dev, stream, &l, &call);
 }
 

@@ -1,8 +1,9 @@
 /*
  * device/kernels/kernels.cu — the test kernels on the cuda backend: fill,
- * checksum and axpy, whose results are bit-identical to the host references
- * in kernels.h (dev_fill_ref, dev_checksum_ref, fmaf), and the training
- * kernels (at the end), deterministic but not bitwise the host's.
+ * checksum, axpy and indirect, whose results are bit-identical to the host
+ * references in kernels.h (dev_fill_ref, dev_checksum_ref, fmaf, kernels.c's
+ * run), and the training kernels (at the end), deterministic but not
+ * bitwise the host's.
  *
  * The build compiles this file with nvcc into a fatbin (sm_90 SASS +
  * compute_90 PTX) and embeds it in the kernels library (never in liblms.so)
@@ -156,6 +157,20 @@ extern "C" __global__ void dev_axpy_kernel(u64 n, float a, const float *x, float
     const u64 first = thread_index(), stride = thread_count();
     for (u64 i = first; i < n; i += stride)
         y[i] = __fmaf_rn(a, x[i], y[i]);
+}
+
+/* indirect: for i < n, ptrs[i] = *ptrs[i] and *ptrs[i] += add, through
+ * pointers no launch names (kernels.h, dev_indirect). The pointers are
+ * distinct, so no two threads touch one word. */
+extern "C" __global__ void dev_indirect_kernel(u64 **ptrs, u64 n, u64 add)
+{
+    const u64 first = thread_index(), stride = thread_count();
+    for (u64 i = first; i < n; i += stride) {
+        u64 *w = ptrs[i];
+        const u64 got = *w;
+        *w = got + add;
+        ptrs[i] = (u64 *)got;
+    }
 }
 
 /* ---- the training kernels (kernels.h, "the training kernels") ---------------

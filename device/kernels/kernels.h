@@ -1,7 +1,7 @@
 /*
- * device/kernels/kernels.h — the test kernels: fill, checksum and axpy, and
- * bench/train's training kernels, one C interface over CUDA kernels and host
- * code, so that tests and benchmarks run on either backend.
+ * device/kernels/kernels.h — the test kernels: fill, checksum, axpy and
+ * indirect, and bench/train's training kernels, one C interface over CUDA
+ * kernels and host code, so that tests and benchmarks run on either backend.
  *
  * A library of its own, lms_kernels, linked into tests, benchmarks and
  * lms-info, never into liblms.so (Note [Kernels table] in device/device.c).
@@ -134,6 +134,16 @@ lms_status_t dev_checksum(dev_device_t *dev, dev_stream_t *stream, dev_addr_t sr
 /* "axpy": y[i] = fmaf(a, x[i], y[i]) for n floats; x, y 4-byte aligned. */
 lms_status_t dev_axpy(dev_device_t *dev, dev_stream_t *stream, size_t n, float a, dev_addr_t x,
                       dev_addr_t y);
+/* "indirect": for i < n, with w = ((uint64_t **)ptrs)[i]: ptrs[i] = *w, then
+ * *w = that + add; so afterwards ptrs holds what the kernel read, and each
+ * word what it wrote. ptrs is n pointers, 8-byte aligned, each to a distinct
+ * 8-byte-aligned word. The one range it declares is the array: the words
+ * behind it are memory no launch names, a stand-in for a kernel that follows
+ * pointers stored in device memory, which no hook of lms sees (issue 27). The
+ * one kernel that breaks "the work must touch no other device memory"
+ * (device.h, launch), on purpose: the check layer cannot see those words. */
+lms_status_t dev_indirect(dev_device_t *dev, dev_stream_t *stream, dev_addr_t ptrs, size_t n,
+                          uint64_t add);
 /* Runs training kernel a->kernel (see "the training kernels" above), named
  * dev_kernel_name(a->kernel), once a passes dev_kernel_operands. */
 lms_status_t dev_kernel(dev_device_t *dev, dev_stream_t *stream, const dev_kernel_args_t *a);
