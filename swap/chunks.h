@@ -36,6 +36,11 @@ typedef enum chunk_acc {
 
 struct xfer;
 
+/* What a chunk's VA maps (chunk_t.va), apart from its state: in host mode
+ * (LMS_EVICTED=host) a HOST chunk's VA maps its host block (Note [Evicted
+ * chunks stay mapped] in residency.c). */
+enum { VA_NONE, VA_DEVICE, VA_HOST };
+
 typedef struct chunk {
     dev_block_t block;  /* 0: none */
     struct xfer *xfer;  /* a copy still using its device memory or host copy */
@@ -54,6 +59,7 @@ typedef struct chunk {
     uint16_t last_slot;
     uint8_t state;
     uint8_t acc;        /* chunk_acc_t flags of the current access */
+    uint8_t va;         /* VA_NONE, VA_DEVICE (its block) or VA_HOST (its host copy's block) */
     bool clean;         /* RESIDENT (or EVICTING a clean run), and the host copy is
                            current: set only with chunks_set_clean */
     bool drop_host;     /* drop the host copy once xfer is done */

@@ -34,7 +34,8 @@
  *                 least a chunk, high at least low + 1 chunk.
  *   piece         LMS_SWAP_PIECE, else 16 MiB, in chunks: 1..SWAP_MAX_RUN.
  *   evicted       LMS_EVICTED, auto resolved (Note [Evicted mode]); a word
- *                 that is not one of its choices, and host, refused.
+ *                 that is not one of its choices refused, and host where
+ *                 the device cannot map host memory.
  * and from them: the capacity, the chunks allocations may hold. Swapping
  * needs room to turn: a chunk goes out before another comes in, and the
  * reclaim thread keeps `high` blocks free, whose data is then on the host, so
@@ -50,9 +51,10 @@
  *             the CUDA context dies with the program's work.
  *   host      its host copy, a host block mapped at the chunk's addresses
  *             (dev_info_t.host_blocks): such a kernel reads and writes it
- *             over the link, slowly but correctly. swap/ does not build
- *             this mode yet, so it is refused at start, on every device,
- *             rather than run as unmapped under host's name.
+ *             over the link, slowly but correctly (Note [Evicted chunks
+ *             stay mapped] in residency.c). Refused at start on a device
+ *             that cannot map host memory, rather than run as unmapped
+ *             under host's name.
  *   auto      host where the device maps host memory and a card has
  *             measured what the mode costs (docs/gpu-results.md): first
  *             where the program may touch memory unseen (lms runs under
@@ -258,10 +260,10 @@ static lms_status_t resolve_evicted(const swap_config_t *cfg, bool from_options,
     else if (host && !f->host_blocks)
         return base_fail(LMS_ERR_UNSUPPORTED, "lms_init: %s=host: this device cannot map host "
                          "memory at device addresses (%s); use unmapped or auto", var, why);
-    else if (host)
-        return base_fail(LMS_ERR_UNSUPPORTED, "lms_init: %s=host: host-mapped eviction is not "
-                         "built yet (issue 27); use unmapped or auto", var);
-    else if (!f->host_blocks)
+    else if (host) {
+        r->evicted = SWAP_EVICTED_HOST;
+        snprintf(r->evicted_why, sizeof r->evicted_why, "%s=%s", var, word);
+    } else if (!f->host_blocks)
         snprintf(r->evicted_why, sizeof r->evicted_why,
                  "auto: this device cannot map host memory at device addresses (%s)", why);
     else

@@ -107,7 +107,7 @@ typedef struct swap_resolved {
  * memory, a reserve beyond SWAP_VA_MAX, or an evicted mode that is not one
  * of LMS_EVICTED's words; and for NULL arguments or a granularity that is 0.
  * LMS_ERR_UNSUPPORTED when the evicted mode resolves to host, which the
- * device cannot map or swap/ does not build yet (Note [Evicted mode]).
+ * device cannot map (Note [Evicted mode]).
  * *out is written only on LMS_OK.
  */
 lms_status_t swap_config_resolve(const swap_config_t *cfg, bool from_options,

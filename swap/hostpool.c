@@ -233,6 +233,8 @@ struct hostpool {
      * piece are multiples of chunk, and registered and allocated count it */
     bool blocks;
     size_t chunk;         /* a slot's bytes: one host block */
+    size_t stuck;         /* blocks of a failed growth still mapped at slots [made, made +
+                             stuck): their unmap failed; the next growth unmaps them first */
     dev_addr_t window;    /* reserved bytes of device VA; 0 until reserved */
     dev_block_t *slot;    /* slot[i]: the block mapped at slot i, i < made */
     uint64_t *busy;       /* bit i: slot i is handed out */
@@ -553,20 +555,26 @@ static lms_status_t create_extents(hostpool_t *hp, const hostpool_config_t *cfg)
 /* ---- host blocks: Note [Pools of host blocks] -------------------------------- */
 
 /* Unmaps slots [from, from + mapped) and releases the blocks of slots
- * [from, from + made), made >= mapped. What the device refuses is logged and
- * left to dev_close, which releases what its caller left. */
-static void unmake_blocks(hostpool_t *hp, size_t from, size_t mapped, size_t made)
+ * [from, from + made), made >= mapped. A failed release is logged and left
+ * to dev_close, which releases what its caller left; a failed unmap leaves
+ * those blocks mapped and made (hp->stuck, so that no growth maps over
+ * them) and is returned. */
+static lms_status_t unmake_blocks(hostpool_t *hp, size_t from, size_t mapped, size_t made)
 {
     size_t first = 0;
     dev_addr_t va = hp->window + from * hp->chunk;
-    if (mapped > 0 && dev_unmap(hp->dev, va, mapped * hp->chunk) != LMS_OK) {
-        base_log(BASE_LOG_ERROR, "hostpool: cannot unmap %zu host blocks: %s", mapped,
-                 lms_last_error());
+    lms_status_t st = mapped > 0 ? dev_unmap(hp->dev, va, mapped * hp->chunk) : LMS_OK;
+    char why[256];
+    snprintf(why, sizeof why, "%s", lms_last_error());
+    if (st != LMS_OK) {
+        base_log(BASE_LOG_ERROR, "hostpool: cannot unmap %zu host blocks: %s", mapped, why);
         first = mapped; /* a mapped block cannot be released */
     }
+    hp->stuck = first;
     for (size_t i = first; i < made; i++)
         if (dev_block_release(hp->dev, hp->slot[from + i]) != LMS_OK)
             base_log(BASE_LOG_ERROR, "hostpool: cannot release a host block: %s", lms_last_error());
+    return st == LMS_OK ? LMS_OK : base_fail(st, "%s", why);
 }
 
 /* Makes `n` blocks, maps them at the next slots and opens them with one
@@ -577,6 +585,8 @@ static lms_status_t grow_blocks(hostpool_t *hp, size_t n)
     dev_block_t *b = hp->slot + hp->made;
     size_t made = 0, mapped = 0;
     lms_status_t st = LMS_OK;
+    if (hp->stuck > 0 && (st = unmake_blocks(hp, hp->made, hp->stuck, hp->stuck)) != LMS_OK)
+        return st; /* a failed growth's blocks are still in the way */
     for (size_t i = 0; i < n; i++) {
         if ((st = dev_host_block_create(hp->dev, &b[i])) != LMS_OK)
             break;
@@ -588,8 +598,10 @@ static lms_status_t grow_blocks(hostpool_t *hp, size_t n)
     if (st == LMS_OK)
         st = dev_set_access_host(hp->dev, va, n * hp->chunk);
     if (st != LMS_OK) {
-        unmake_blocks(hp, hp->made, mapped, made);
-        return st;
+        char why[256];
+        snprintf(why, sizeof why, "%s", lms_last_error());
+        (void)unmake_blocks(hp, hp->made, mapped, made);
+        return base_fail(st, "%s", why);
     }
     hp->made += n;
     hp->registered += n * hp->chunk;
@@ -685,7 +697,7 @@ void hostpool_destroy(hostpool_t *hp)
 {
     if (hp == NULL)
         return;
-    unmake_blocks(hp, 0, hp->made, hp->made);
+    (void)unmake_blocks(hp, 0, hp->made + hp->stuck, hp->made + hp->stuck);
     if (hp->window != 0 && dev_va_free(hp->dev, hp->window, hp->reserved) != LMS_OK)
         base_log(BASE_LOG_ERROR, "hostpool_destroy: %s", lms_last_error());
     /* jemalloc never writes into extents, so the memory may go after it. */

@@ -24,6 +24,34 @@
  * finishes and either becomes its host copy (read) or is dropped (write).
  * A freed chunk is dropped in any state, never copied.
  *
+ * Note [Evicted chunks stay mapped]
+ * In host mode (LMS_EVICTED=host, Note [Evicted mode] in config.c) the host
+ * pool is one of host blocks (Note [Pools of host blocks] in hostpool.c),
+ * and a HOST chunk's VA maps its host copy's block (chunk_t.va = VA_HOST),
+ * so that a kernel lms did not see reads and writes it over the link
+ * instead of faulting. Its data has one home, the host block, reached at
+ * two addresses (the pool's window, which copies use, and the chunk's VA):
+ *   - an eviction, once its D2H copy has ended (at once for a clean drop),
+ *     unmaps the device block (settle), then maps each chunk's host block
+ *     at its VA and opens the run with one set_access_host (resid_host_map);
+ *   - a fetch, or an overwrite over the host copy, unmaps the host mapping
+ *     before it maps a device block there (window.c: resid_bring_in), so
+ *     the H2D copy, queued after, reads what any write through the VA left;
+ *   - a free unmaps it before the host copy goes (resid_drop_host);
+ *   - every path that gives a HOST chunk's device block back unmapped
+ *     (window.c: unmap_unused, give_back_early, undo_overwrites and the
+ *     failures of a fetch) maps its host copy again (resid_host_remap_one).
+ * A host map or set_access that fails leaves the chunk where its data is
+ * still reachable: an eviction's chunk goes back onto its block, which
+ * still holds the data, and stays resident and clean; a free whose unmap
+ * fails keeps the host copy mapped (the chunk stays HOST, free) until its
+ * next use unmaps it. Only when the device block cannot be mapped back
+ * either is a chunk left unmapped, with a warning (its next fetch maps it).
+ * The remaps are made inline, where the state changes: a set_access beside
+ * a D2H copy is slow (Note [VMM beside copies] in prefetch.c), and moving
+ * them off the copies' way is the next step of issue 27. In unmapped mode
+ * (the default) none of this runs: va is VA_DEVICE or VA_NONE.
+ *
  * Note [Unfenced copies]
  * A copy's tracking (xfer_new: its record and event) is made before the copy
  * is queued, so that a queued copy is always tracked. Its event is recorded
@@ -72,6 +100,11 @@ void resid_drop_host(size_t c)
     chunk_t *k = &S->chunks.ch[c];
     if (k->host == NULL)
         return;
+    if (k->va == VA_HOST && resid_host_unmap(c) != LMS_OK) { /* Note [Evicted chunks stay mapped] */
+        base_log(BASE_LOG_WARN, "lms: the host copy of the chunk at 0x%llx stays mapped there "
+                 "until its next use: %s", (unsigned long long)chunk_addr(c), lms_last_error());
+        return;
+    }
     if (k->xfer != NULL) { /* a copy still uses it: complete() drops it */
         k->drop_host = true;
         return;
@@ -135,12 +168,101 @@ size_t resid_host_run(size_t c, size_t n)
     return k;
 }
 
+/* ---- host-mapped eviction (Note [Evicted chunks stay mapped]) --------------- */
+
+/* In host mode, maps the host copies of the chunks of [first, first + n)
+ * that have one and whose VA maps nothing, each at its VA, and opens each
+ * run of consecutive ones with one set_access_host. On failure the chunks
+ * of the run that failed are unmapped again (VA_NONE: the caller looks at
+ * each chunk's va), the runs before stay mapped, and the error is returned. */
+lms_status_t resid_host_map(size_t first, size_t n)
+{
+    if (!resid_host_mode())
+        return LMS_OK;
+    lms_status_t st = LMS_OK;
+    for (size_t c = first; c < first + n && st == LMS_OK;) {
+        if (S->chunks.ch[c].host == NULL || S->chunks.ch[c].va != VA_NONE) {
+            c++;
+            continue;
+        }
+        size_t end = c, mapped = c;
+        while (end < first + n && S->chunks.ch[end].host != NULL &&
+               S->chunks.ch[end].va == VA_NONE)
+            end++;
+        for (; mapped < end && st == LMS_OK; mapped++) {
+            dev_block_t b;
+            if ((st = hostpool_block(S->host, S->chunks.ch[mapped].host, &b)) != LMS_OK ||
+                (st = dev_map(S->dev, chunk_addr(mapped), b)) != LMS_OK)
+                break;
+            S->chunks.ch[mapped].va = VA_HOST;
+        }
+        if (st == LMS_OK)
+            st = dev_set_access_host(S->dev, chunk_addr(c), (end - c) * S->chunk);
+        if (st != LMS_OK) { /* mapped but not accessible: unmapped again, one at a time */
+            char why[256];
+            snprintf(why, sizeof why, "%s", lms_last_error());
+            for (size_t m = c; m < mapped; m++)
+                if (S->chunks.ch[m].va == VA_HOST)
+                    (void)resid_host_unmap(m); /* should it fail, it stays VA_HOST */
+            return base_fail(st, "%s", why);
+        }
+        c = end;
+    }
+    return LMS_OK;
+}
+
+/* Unmaps the host copy mapped at chunk c's VA (VA_HOST). */
+lms_status_t resid_host_unmap(size_t c)
+{
+    lms_status_t st = dev_unmap(S->dev, chunk_addr(c), S->chunk);
+    if (st == LMS_OK)
+        S->chunks.ch[c].va = VA_NONE;
+    return st;
+}
+
+/* Chunk c's device block was just unmapped (VA_NONE) and its data is its
+ * host copy, or the block's. In host mode the host copy is mapped at its
+ * VA (false: c may give its block back); should that fail, the block is
+ * mapped back and made accessible (true: c stays on it, its data intact;
+ * broken if it stays mapped without access: its host copy is current, so
+ * window.c's repair_broken may unmap it); should that fail too, c is left
+ * unmapped, with a warning (false). */
+bool resid_host_remap_one(size_t c)
+{
+    chunk_t *k = &S->chunks.ch[c];
+    if (!resid_host_mode() || k->host == NULL || resid_host_map(c, 1) == LMS_OK)
+        return false;
+    char why[256];
+    snprintf(why, sizeof why, "%s", lms_last_error());
+    if (k->va == VA_HOST) { /* mapped, not accessible, and the unmap failed: the next fetch's */
+        base_log(BASE_LOG_WARN, "lms: the chunk at 0x%llx is left on its host copy without "
+                 "access: %s", (unsigned long long)chunk_addr(c), why);
+        return false;
+    }
+    lms_status_t st = dev_map(S->dev, chunk_addr(c), k->block);
+    if (st == LMS_OK) {
+        k->va = VA_DEVICE;
+        if ((st = dev_set_access(S->dev, chunk_addr(c), S->chunk)) == LMS_OK)
+            return true;
+        if (dev_unmap(S->dev, chunk_addr(c), S->chunk) != LMS_OK) {
+            k->broken = true; /* on its block without access: repaired before any use */
+            return true;
+        }
+        k->va = VA_NONE;
+    }
+    base_log(BASE_LOG_WARN, "lms: the chunk at 0x%llx is left unmapped: its host copy could not "
+             "be mapped there (%s), nor its block again (%s)", (unsigned long long)chunk_addr(c),
+             why, lms_last_error());
+    return false;
+}
+
 /* ---- the block pool and the cached chunks ---------------------------------- */
 
 void resid_set_resident(size_t c, dev_block_t b)
 {
     S->chunks.ch[c].block = b;
     S->chunks.ch[c].state = RESIDENT;
+    S->chunks.ch[c].va = VA_DEVICE;
     chunks_set_clean(&S->chunks, c, false);
     S->chunks.ch[c].broken = false;
     if (++S->resident * S->chunk > S->stats.peak_resident_bytes)
@@ -168,6 +290,7 @@ static lms_status_t uncache(size_t victim)
     lms_status_t st = dev_unmap(S->dev, chunk_addr(victim), S->chunk);
     if (st != LMS_OK)
         return st;
+    S->chunks.ch[victim].va = VA_NONE;
     chunks_cached_remove(&S->chunks, victim);
     resid_drop_host(victim);
     resid_set_unbacked(victim, UNBACKED);
@@ -214,9 +337,16 @@ static void settle(size_t first, size_t n, const xfer_t *x)
                S->chunks.ch[end].xfer == NULL)
             end++;
         lms_status_t st = dev_unmap(S->dev, chunk_addr(c), (end - c) * S->chunk);
+        for (size_t m = c; m < end && st == LMS_OK; m++)
+            S->chunks.ch[m].va = VA_NONE;
+        /* host mode: the run's host copies mapped at its VA, one set_access (Note
+         * [Evicted chunks stay mapped]); a chunk that failed is tried alone */
+        if (st == LMS_OK && resid_host_map(c, end - c) != LMS_OK)
+            base_log(BASE_LOG_DEBUG, "lms: mapping evicted chunks' host copies: %s",
+                     lms_last_error());
         for (; c < end; c++) {
             S->evicting--;
-            if (st == LMS_OK) {
+            if (st == LMS_OK && (S->chunks.ch[c].va == VA_HOST || !resid_host_remap_one(c))) {
                 resid_set_unbacked(c, S->chunks.ch[c].host != NULL ? HOST : UNBACKED);
             } else { /* still mapped: it stays, with its now-current copy */
                 S->chunks.ch[c].state = RESIDENT;
@@ -278,8 +408,15 @@ lms_status_t resid_init(void)
         return base_fail(LMS_ERR_SYSTEM, "lms_init: pthread_cond_init failed");
     if ((st = transfers_init(&S->xfers, S->dev, &S->events, chunk)) != LMS_OK)
         return st;
-    hostpool_config_t hc = {.dev = S->dev, .limit = S->host_limit, .piece = 0,
-                            .numa_node = S->dev->info.host_numa_node};
+    /* host mode: a pool of host blocks (Note [Evicted chunks stay mapped]),
+     * grown a swap piece at a time: a growth makes, maps and opens each of
+     * its blocks, all or none, so a piece of 256 MiB would be lost to any
+     * one failed call of 128 blocks' */
+    bool blocks = resid_host_mode();
+    hostpool_config_t hc = {.dev = S->dev, .limit = S->host_limit,
+                            .piece = blocks ? S->piece * chunk : 0,
+                            .numa_node = blocks ? -1 : S->dev->info.host_numa_node,
+                            .blocks = blocks, .chunk = chunk};
     if (S->cfg.swap && (st = hostpool_create(&hc, &S->host)) != LMS_OK)
         return st;
     if (S->cfg.swap) {
@@ -300,6 +437,9 @@ lms_status_t resid_init(void)
 void resid_destroy(void)
 {
     transfers_destroy(&S->xfers);
+    for (size_t c = 0; c < S->chunks.n && S->chunks.ch != NULL; c++)
+        if (S->chunks.ch[c].va == VA_HOST) /* the pool releases its blocks, mapped nowhere */
+            (void)resid_host_unmap(c);
     hostpool_destroy(S->host); /* every host copy with it */
     ranking_destroy(&S->rank);
     policy_destroy(S->policy);
@@ -349,9 +489,9 @@ void resid_freed(alloc_chunks_t freed)
         switch (k->state) {
         case UNBACKED:
             break;
-        case HOST:
+        case HOST: /* its host copy stays should its VA not unmap (resid_drop_host) */
             resid_drop_host(c);
-            k->state = UNBACKED;
+            k->state = k->host != NULL ? HOST : UNBACKED;
             break;
         case EVICTING: /* the copy finishes unneeded; the chunk stays mapped */
             S->evicting--;
@@ -379,7 +519,7 @@ void resid_dead(alloc_chunks_t dead)
         chunk_t *k = &S->chunks.ch[c];
         if (k->state == HOST) {
             resid_drop_host(c);
-            k->state = UNBACKED;
+            k->state = k->host != NULL ? HOST : UNBACKED;
         } else if (k->state == RESIDENT && k->xfer == NULL) {
             resid_drop_host(c);
             chunks_set_clean(&S->chunks, c, true); /* with no host copy: evicting it drops it */

@@ -41,6 +41,14 @@ HIDDEN void resid_drop_host(size_t c);
 HIDDEN lms_status_t resid_host_slot(char **out);
 /* How many of the chunks from c on (at most n) have adjacent host copies. */
 HIDDEN size_t resid_host_run(size_t c, size_t n);
+/* Whether evicted chunks stay mapped, to their host copy (Note [Evicted
+ * chunks stay mapped] in residency.c). */
+static inline bool resid_host_mode(void) { return S->resolved.evicted == SWAP_EVICTED_HOST; }
+/* Host mode: maps the host copies of [first, first + n) at their VAs; unmaps one. */
+HIDDEN lms_status_t resid_host_map(size_t first, size_t n);
+HIDDEN lms_status_t resid_host_unmap(size_t c);
+/* Maps c's host copy at its VA after its block was unmapped, or (true) its block again. */
+HIDDEN bool resid_host_remap_one(size_t c);
 /* Chunk c is mapped on block b / gives its block back, leaving `state`. */
 HIDDEN void resid_set_resident(size_t c, dev_block_t b);
 HIDDEN void resid_set_unbacked(size_t c, uint8_t state);

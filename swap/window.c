@@ -157,7 +157,9 @@ static bool window_reserve(size_t n)
 
 /* Chunk c was mapped onto a block for an access that failed, and holds no
  * data yet: gives the block back, leaving c in state `was` (UNBACKED, or
- * HOST: its host copy is its data). Should the driver refuse the unmap too,
+ * HOST: its host copy is its data, mapped at its VA again in host mode:
+ * Note [Evicted chunks stay mapped] in residency.c; should that fail, its
+ * block is mapped back). Should the driver refuse the unmap too,
  * c stays mapped and becomes an ordinary resident chunk instead: made
  * accessible, and refilled from its host copy (FETCHING). Should that fail
  * as well, c is left broken: resident, keeping its host copy, never evicted,
@@ -165,17 +167,28 @@ static bool window_reserve(size_t n)
 static void unmap_unused(size_t c, uint8_t was)
 {
     chunk_t *k = &S->chunks.ch[c];
-    if (dev_unmap(S->dev, chunk_addr(c), S->chunk) == LMS_OK) {
-        chunks_lru_remove(&S->chunks, c);
-        resid_set_unbacked(c, was);
-        return;
-    }
+    lms_status_t st = dev_unmap(S->dev, chunk_addr(c), S->chunk);
     char why[256];
     snprintf(why, sizeof why, "%s", lms_last_error());
+    if (st == LMS_OK) {
+        k->va = VA_NONE;
+        if (was != HOST || !resid_host_remap_one(c)) {
+            chunks_lru_remove(&S->chunks, c);
+            resid_set_unbacked(c, was);
+            return;
+        }
+        if (k->broken) { /* back on its block without access: repaired at its next use */
+            k->state = RESIDENT;
+            chunks_set_clean(&S->chunks, c, false);
+            chunks_lru_touch(&S->chunks, c);
+            return;
+        }
+        snprintf(why, sizeof why, "its host copy could not be mapped there");
+    }
     k->state = RESIDENT;
     chunks_set_clean(&S->chunks, c, false);
     chunks_lru_touch(&S->chunks, c);
-    lms_status_t st = dev_set_access(S->dev, chunk_addr(c), S->chunk);
+    st = st == LMS_OK ? LMS_OK : dev_set_access(S->dev, chunk_addr(c), S->chunk);
     xfer_t *x = NULL;
     if (st == LMS_OK && was == HOST && (st = xfer_new(&S->xfers, &x)) == LMS_OK &&
         (st = dev_copy_h2d(S->dev, transfers_stream(&S->xfers, false), chunk_addr(c), k->host,
@@ -272,6 +285,9 @@ static size_t give_back_early(const uint32_t *u, size_t n)
             continue;
         if (dev_unmap(S->dev, chunk_addr(c), S->chunk) != LMS_OK)
             continue; /* it stays, resident */
+        k->va = VA_NONE;
+        if (resid_host_remap_one(c))
+            continue; /* back on its block: it stays, resident */
         k->early = 0;
         chunks_lru_remove(&S->chunks, c);
         resid_set_unbacked(c, k->host != NULL ? HOST : UNBACKED);
@@ -419,6 +435,19 @@ static lms_status_t fetch_piece(const uint32_t *u, size_t i, size_t j, xfer_t **
     return st;
 }
 
+/* A fetch of chunk c, whose host mapping it took down, failed with st before
+ * c was mapped on a block: its host copy is mapped at its VA again (Note
+ * [Evicted chunks stay mapped] in residency.c), and st's message stays. */
+static void remap_after_failure(size_t c, lms_status_t st)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s", lms_last_error());
+    if (resid_host_map(c, 1) != LMS_OK)
+        base_log(BASE_LOG_WARN, "lms: the chunk at 0x%llx is left unmapped until its next use: %s",
+                 (unsigned long long)chunk_addr(c), lms_last_error());
+    (void)base_fail(st, "%s", why);
+}
+
 /* Maps and fetches what the unique, sorted chunks u[0..n) need (with
  * `partial` > 0: that many of them, chosen by takes_block), on demand or
  * (ahead) as a prefetch; *brought says how many it mapped. Access is set
@@ -449,11 +478,17 @@ lms_status_t resid_bring_in(uint32_t *u, size_t n, size_t partial, bool early, b
         chunk_t *k = &S->chunks.ch[c];
         if (!takes_block(k, partial, early))
             continue;
-        dev_block_t b;
-        if ((st = blocks_take(&S->blocks, &b)) != LMS_OK)
+        /* host mode: its host copy's mapping goes first, so the copy in
+         * (queued below) reads what writes through it left (Note [Evicted
+         * chunks stay mapped] in residency.c) */
+        if (k->va == VA_HOST && (st = resid_host_unmap(c)) != LMS_OK)
             break;
-        if ((st = dev_map(S->dev, chunk_addr(c), b)) != LMS_OK) {
-            blocks_put(&S->blocks, b);
+        dev_block_t b = 0;
+        if ((st = blocks_take(&S->blocks, &b)) != LMS_OK ||
+            (st = dev_map(S->dev, chunk_addr(c), b)) != LMS_OK) {
+            if (b != 0)
+                blocks_put(&S->blocks, b);
+            remap_after_failure(c, st);
             break;
         }
         uint8_t was = k->state;

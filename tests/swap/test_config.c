@@ -556,10 +556,16 @@ Test(config, host_eviction_is_refused_where_the_device_cannot_map_host_memory)
                     "device addresses (not said); use unmapped or auto");
 }
 
-/* On the run's device's own facts (sim maps host blocks): swap/ does not
- * build the mode yet, and says so rather than run unmapped under its name. */
-Test(config, host_eviction_is_refused_as_not_built_yet_where_the_device_can)
+/* Where the device maps host memory, host is had as asked, naming the
+ * setting; on the run's device's own facts too (sim maps host blocks). */
+Test(config, host_eviction_is_had_where_the_device_can_map_host_memory)
 {
+    swap_facts_t g = facts(4 * GiB);
+    g.host_blocks = true;
+    swap_resolved_t r = resolve_evicted("Host", true, &g);
+    cr_assert_eq(r.evicted, SWAP_EVICTED_HOST);
+    cr_assert_str_eq(r.evicted_why, "LMS_EVICTED=Host");
+    cr_assert_str_eq(swap_evicted_str(r.evicted), "host");
     dev_device_t *dev = test_open_default();
     swap_facts_t f = {0};
     cr_assert_eq(swap_facts_device(dev, &f), LMS_OK, "%s", lms_last_error());
@@ -570,9 +576,9 @@ Test(config, host_eviction_is_refused_as_not_built_yet_where_the_device_can)
         dev_close(dev);
         cr_skip_test("%s cannot map host memory: %s", dev->info.name, dev->info.host_blocks_why);
     }
-    evicted_refused("host", &f, LMS_ERR_UNSUPPORTED,
-                    "lms_init: swap_config_t.evicted=host: host-mapped eviction is not built yet "
-                    "(issue 27); use unmapped or auto");
+    r = resolve_evicted("host", false, &f);
+    cr_assert_eq(r.evicted, SWAP_EVICTED_HOST);
+    cr_assert_str_eq(r.evicted_why, "swap_config_t.evicted=host");
     dev_close(dev);
 }
 
@@ -644,8 +650,8 @@ Test(config, unseen_accesses_expected_before_the_start_hold_while_lms_runs)
 }
 
 /* lms_init resolves on the device's own facts: on one that maps host memory
- * (sim) host eviction is refused as not built yet, not as unsupported there. */
-Test(config, lms_does_not_start_with_host_eviction_where_the_device_maps_host_memory)
+ * (sim) it starts in host mode (tests/swap/test_swap.c runs in it). */
+Test(config, lms_starts_with_host_eviction_where_the_device_maps_host_memory)
 {
     dev_device_t *dev = test_open_default();
     bool can = dev->info.host_blocks;
@@ -657,7 +663,6 @@ Test(config, lms_does_not_start_with_host_eviction_where_the_device_maps_host_me
     cfg.device = test_config();
     cfg.device_limit = 8 * CHUNK;
     cfg.evicted = "host";
-    TEST_FAILS(LMS_ERR_UNSUPPORTED, swap_init(&cfg));
-    cr_assert_str_eq(lms_last_error(), "lms_init: swap_config_t.evicted=host: host-mapped eviction "
-                                       "is not built yet (issue 27); use unmapped or auto");
+    TEST_OK(swap_init(&cfg));
+    TEST_OK(lms_shutdown());
 }

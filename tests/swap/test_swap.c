@@ -17,10 +17,12 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -1337,6 +1339,60 @@ static void *evicted_chunk(uint64_t seed)
     return x;
 }
 
+/* ---- where an evicted chunk's addresses point (LMS_EVICTED) ------------------- */
+
+/* Starts lms again in evicted mode `mode`, on sim only: there a kernel's
+ * access is the CPU's, so the CPU reading an evicted chunk's addresses
+ * stands for a kernel lms did not see. */
+static void restart_evicted(const char *mode)
+{
+    swap_config_t cfg = config(HOST_CHUNKS, false);
+    cfg.evicted = mode;
+    cfg.device.checks = DEV_CHECKS_FULL; /* a map over a mapping fails, an unmap of none too */
+    TEST_OK(lms_shutdown());
+    TEST_OK(swap_init(&cfg));
+    if (!test_is_sim(swap_device()))
+        cr_skip_test("the CPU reads device addresses on sim only");
+}
+
+/* Host mode (Note [Evicted chunks stay mapped] in swap/residency.c): an
+ * evicted chunk's addresses show its host copy, for reads and writes, and
+ * a write there is what the next fetch brings in. */
+Test(swap, an_evicted_chunk_is_read_and_written_at_its_addresses_in_host_mode)
+{
+    restart_evicted("host");
+    void *x = evicted_chunk(41);
+    lms_stats_t st = test_stats();
+    cr_assert_geq(st.host_bytes, chunk, "x is on the host");
+    unsigned char *image = scratch(chunk);
+    dev_fill_ref(image, chunk, 41);
+    cr_assert(memcmp(x, image, chunk) == 0, "x's addresses show its evicted bytes");
+    memset(image + 64, 0x5a, 64);
+    memset((unsigned char *)x + 64, 0x5a, 64); /* an access lms does not see */
+    cr_assert_eq(test_stats().fetches, st.fetches, "nothing fetched it");
+    cr_assert_eq(read_sum(x, chunk), dev_checksum_ref(image, chunk),
+                 "the fetch brought in what was written at its addresses");
+    /* evicted again after a read: a clean drop, mapped to the same host copy */
+    void *y = evicted_chunk(42);
+    cr_assert(memcmp(x, image, chunk) == 0, "x, dropped clean, shows its host copy again");
+    unscratch(image);
+    TEST_OK(lms_free(y, NULL));
+    TEST_OK(lms_free(x, NULL));
+    st = test_stats();
+    check_invariants(&st);
+}
+
+/* Unmapped mode: the same read faults (a kernel gets an illegal address). */
+Test(swap, an_evicted_chunk_faults_at_its_addresses_in_unmapped_mode, .signal = SIGSEGV)
+{
+    restart_evicted("unmapped");
+    void *x = evicted_chunk(41);
+    cr_assert_geq(test_stats().host_bytes, chunk, "x is on the host");
+    test_expect_fault_in(x, chunk);
+    cr_assert_eq(*(volatile unsigned char *)x, 0, "not reached: the read faults");
+    cr_assert_fail("an evicted chunk's addresses were readable in unmapped mode");
+}
+
 /* The link's queue (h2d_queued, which prefetch weighs, and whose draining
  * measures the link's rate) counts the chunks a fetch copies, not the span
  * they lie in: one access that reads two chunks two apart queues 2, not 3. */
@@ -1709,9 +1765,10 @@ Test(swap_faults, failed_unmaps_while_taking_freed_blocks_leave_nothing_half_map
 Test(swap_faults, host_memory_that_cannot_be_registered_fails_evictions_and_loses_nothing)
 {
     /* failing from the device's open on: the reclaim thread registers the
-     * host pool ahead of need as soon as it starts */
-    dev_fault_plan_t never = {.op = DEV_OP_host_register, .first = 1, .count = 1000000,
-                              .status = INJECTED};
+     * host pool ahead of need as soon as it starts (in host mode it makes
+     * host blocks instead: LMS_EVICTED=host) */
+    dev_fault_plan_t never = {.op = DEV_OP_host_register, .probability = 1.0,
+                              .also = 1ull << DEV_OP_host_block_create, .status = INJECTED};
     swap_config_t cfg = config(HOST_CHUNKS, true);
     cfg.device.fault_plan = &never;
     TEST_OK(lms_shutdown());
@@ -1734,8 +1791,9 @@ Test(swap_faults, host_memory_that_cannot_be_registered_fails_evictions_and_lose
         cr_assert_neq(lms_last_error()[0], '\0');
         failures++;
     }
-    uint64_t calls = dev_fault_calls(swap_device(), DEV_OP_host_register);
-    cr_log_info("host_register: %llu calls failed; %d accesses failed",
+    uint64_t calls = dev_fault_calls(swap_device(), DEV_OP_host_register) +
+                     dev_fault_calls(swap_device(), DEV_OP_host_block_create);
+    cr_log_info("host_register or host_block_create: %llu calls failed; %d accesses failed",
                 (unsigned long long)calls, failures);
     cr_assert_gt(calls, 0, "the host pool never tried to grow");
     cr_assert_gt(failures, 0, "no eviction failed");
@@ -1965,6 +2023,18 @@ RANDOM_FAULTS(event_record, 0.15)
 RANDOM_FAULTS(stream_wait_event, 0.15)
 RANDOM_FAULTS(block_create, 0.5) /* called only until the limit's blocks exist */
 RANDOM_FAULTS(unmap, 0.15)
+
+/* Host mode's own ops (LMS_EVICTED=host: the host pool's blocks, and the
+ * host copies opened at evicted chunks' addresses); unmapped mode calls
+ * neither. */
+Test(swap_faults, random_host_block_failures_reach_the_caller_and_lose_nothing)
+{
+    swap_config_t cfg;
+    swap_config_from_options(&cfg);
+    bool host = cfg.evicted != NULL && strcasecmp(cfg.evicted, "host") == 0;
+    random_faults(DEV_OP_set_access_host, 1ull << DEV_OP_host_block_create, 0.15, 0x5eed2700u,
+                  host);
+}
 
 Test(swap_faults, random_failures_of_event_creation_lose_nothing)
 {

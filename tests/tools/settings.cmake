@@ -39,11 +39,10 @@ add_test(NAME tools.evicted_bad_word COMMAND sh -c
 set_tests_properties(tools.evicted_bad_word PROPERTIES LABELS sim TIMEOUT 60
   ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB;LMS_EVICTED=sideways")
 
-# LMS_EVICTED=host: sim maps host blocks, but swap/ does not build the mode
-# yet, so lms_init refuses it: --options fails with lms_init's message, and
-# the table says lms would not start.
-add_test(NAME tools.evicted_host_refused COMMAND sh -c
-  "out=$(\"$0\" --options 2>&1); rc=$?; echo \"$out\"; test $rc = 1 && echo \"$out\" | grep -q 'lms_init: LMS_EVICTED=host: host-mapped eviction is not built yet (issue 27)' && \"$0\" | grep -q '^evicted  *refused (lms would not start: lms_init: LMS_EVICTED=host: host-mapped'"
+# LMS_EVICTED=host: sim maps host blocks, so lms starts in host mode, and
+# lms-info's options and table say so, naming the setting.
+add_test(NAME tools.evicted_host COMMAND sh -c
+  "out=$(\"$0\" --options 2>&1); rc=$?; echo \"$out\"; test $rc = 0 && echo \"$out\" | grep -Eq '^LMS_EVICTED +host +LMS_EVICTED=host$' && \"$0\" | grep -q '^evicted  *host (LMS_EVICTED=host)$'"
   $<TARGET_FILE:lms-info>)
-set_tests_properties(tools.evicted_host_refused PROPERTIES LABELS sim TIMEOUT 60
+set_tests_properties(tools.evicted_host PROPERTIES LABELS sim TIMEOUT 60
   ENVIRONMENT "LMS_BACKEND=sim;LMS_SIM_MEMORY=64MiB;LMS_EVICTED=host")
