@@ -113,8 +113,8 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "evict the schedule's victims early enough for the D2H link (Note [Eviction ahead])")  \
     X(evicted, choice, "auto", "auto|unmapped|host",                                         \
       "an evicted chunk's addresses: unmapped (a kernel lms did not see touch it faults), or " \
-      "host: mapped to its host copy, read over the link (not built yet, issue 27: lms "    \
-      "refuses to start); auto = unmapped until a card has measured host (lms-info says)")   \
+      "host: mapped to its host copy, read over the link (not run on a GPU yet); "          \
+      "auto = unmapped until a card has measured host (lms-info says)")                      \
     X(stats, bool, "0", NULL, "1: print lms_stats() on stderr at exit")                    \
     X(enable, bool, "1", NULL,                                                               \
       "0: the CUDA calls liblms.so interposes go straight to CUDA, as with no preload")     \
