@@ -33,7 +33,9 @@
 # which skip (77) saying why until lms-info resolves that mode on the device:
 # swap_modes (bench/swap --quick under LMS_EVICTED=unmapped, then host, each
 # row tagged "evicted"), test_swap_host and stress_host (tests/test_swap and
-# the stress on cuda under LMS_EVICTED=host).
+# the stress on cuda under LMS_EVICTED=host), and unseen_host
+# (tests/test_unseen's unseen suite on cuda: a kernel reads and writes an
+# evicted chunk through pointers in device memory, in host mode).
 #
 # Plans (one device call each, 9 minutes at most: the call's deadline is
 # 520 s after the script starts unless LMS_GPU_DEADLINE says otherwise; with
@@ -45,7 +47,7 @@
 #   first 2   env build_lib gpt2_oversub
 #   first 3   env build_bench remap gpt2_uvm calibrate swap (issue 26: unified
 #             memory, the peer, beside lms, and the simulator's calibration)
-#   first 4   env build_host host_numa swap_modes test_swap_host stress_host
+#   first 4   env build_host host_numa swap_modes test_swap_host stress_host unseen_host
 #             (issue 27: host-mapped eviction; the last three skip until the
 #             mode is built)
 # From the repository root, in the device tool's run:
@@ -78,7 +80,7 @@ set -u
 # Steps that cannot run without a card (--dry-run skips them): one list.
 card_step() {
     case $1 in
-    swap_modes | test_swap_host | stress_host) return 1 ;; # host_mode says, in a dry run too
+    swap_modes | test_swap_host | stress_host | unseen_host) return 1 ;; # host_mode says, in a dry run too
     test | test_* | stress | alloc | swap | remap | vmm_threads | train | many_chunks) return 0 ;;
     *) return 1 ;;
     esac
@@ -146,7 +148,7 @@ plan() {
     # 400 s in all, under the 520 s deadline; host_numa first, as the rest
     # may not run yet.
     first:4) echo env:30 build_host:150 host_numa:120 swap_modes:240 test_swap_host:120 \
-        stress_host:120 ;;
+        stress_host:120 unseen_host:30 ;;
     *) return 1 ;;
     esac
 }
@@ -226,7 +228,7 @@ step_build() {
             cmake --build "$B" -j"$(nproc)" --target uvm_alloc
     elif [ "$1" = build_host ]; then # what plan first 4 runs
         cmake --build "$B" -j"$(nproc)" --target lms lms-info bench_swap bench_host_numa \
-            test_swap stress
+            test_swap stress test_unseen
     else
         cmake --build "$B" -j"$(nproc)"
     fi
@@ -302,6 +304,7 @@ step_swap_modes() { # bench/swap in each mode, each row tagged with it
 }
 step_test_swap_host() { host_mode && export LMS_EVICTED=host && step_suite test_swap; }
 step_stress_host() { host_mode && export LMS_EVICTED=host && step_stress; }
+step_unseen_host() { host_mode && LMS_BACKEND=cuda "$B/tests/test_unseen" --filter='unseen/*' --verbose=1; }
 gpt2() { # gpt2.py's suite on this build, its runs' logs in ART
     command -v python3 >/dev/null || { echo "no python3"; exit 77; }
     PYTHONUNBUFFERED=1 python3 bench/gpt2.py suite --lib "$B/liblms.so" --out "$ART" "$@"
