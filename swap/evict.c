@@ -159,16 +159,17 @@ static void run_around(size_t v, size_t want, uint64_t min_key, bool ahead, size
  * `want`-th victim's rank or better), but not, when ahead (evicting ahead
  * of need: the reclaim thread), chunks fetched ahead and not yet used: a
  * prefetch and a reclaim must not take turns on a chunk; and, when ahead,
- * none while a prefetch's VMM work waits for the D2H link to go idle. `by` is who asks
- * (for the timeline). The number started; *st says why an eviction failed. */
+ * none while a prefetch's VMM work or a host remap waits for the D2H link
+ * to go idle. `by` is who asks (for the timeline). The number started;
+ * *st says why an eviction failed. */
 size_t resid_evict_ranked(size_t from, size_t n, size_t want, bool ahead, timeline_by_t by,
                           lms_status_t *st)
 {
     size_t started = 0;
     *st = LMS_OK;
-    if (from >= n || (ahead && S->pf.vmm_deferred))
-        return 0; /* nothing waits for these: the deferred VMM work goes first (Note [VMM
-                     beside copies] in prefetch.c) */
+    if (from >= n || (ahead && (S->pf.vmm_deferred || S->pf.remaps > 0)))
+        return 0; /* nothing waits for these: the deferred VMM work goes first (Notes [VMM
+                     beside copies] in prefetch.c, [Remap beside copies] in residency.c) */
     size_t last = want < n - from ? from + want - 1 : n - 1;
     uint64_t min_key = want == 0 ? 0 : ranking_key(&S->rank, last);
     for (size_t i = from; i < n && started < want; i++) {

@@ -58,6 +58,8 @@
  * start after it. The sim models the cost with
  * LMS_SIM_SET_ACCESS_D2H_US_PER_MIB; bench/simulate models the same rule.
  * swap_config_t.vmm_unordered turns it off, only to measure what it gains.
+ * In host mode an eviction's host map takes turns with the copies out too
+ * (Note [Remap beside copies] in residency.c).
  */
 #include <stdlib.h>
 

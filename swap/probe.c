@@ -23,7 +23,9 @@ lms_status_t swap_probe(swap_probe_t *out)
         *out = (swap_probe_t){.h2d_queued = transfers_h2d_queued(&S->xfers),
                               .rankings_full = ranking_fulls(&S->rank),
                               .rankings_head = S->rank.rankings_head,
-                              .has_policy = S->policy != NULL};
+                              .has_policy = S->policy != NULL,
+                              .remaps_beside = S->pf.remaps_beside,
+                              .remaps_at_return = S->pf.remaps_at_return};
         if (S->policy != NULL)
             policy_usage(S->policy, &out->policy);
     }

@@ -47,10 +47,34 @@
  * fails keeps the host copy mapped (the chunk stays HOST, free) until its
  * next use unmaps it. Only when the device block cannot be mapped back
  * either is a chunk left unmapped, with a warning (its next fetch maps it).
- * The remaps are made inline, where the state changes: a set_access beside
- * a D2H copy is slow (Note [VMM beside copies] in prefetch.c), and moving
- * them off the copies' way is the next step of issue 27. In unmapped mode
- * (the default) none of this runs: va is VA_DEVICE or VA_NONE.
+ * The remaps are made where the state changes, except an eviction's while
+ * another D2H copy runs (Note [Remap beside copies]). In unmapped mode (the
+ * default) none of this runs: va is VA_DEVICE or VA_NONE.
+ *
+ * Note [Remap beside copies]
+ * An eviction's host map ends with a set_access_host, which beside a D2H
+ * copy costs some 33 times what it costs on an idle link and holds every
+ * other VMM call back (Note [VMM beside copies] in prefetch.c). So when
+ * settle would map a run's host copies while another copy out is still in
+ * flight (transfers_d2h_copying), the run's chunks become HOST with their VA
+ * mapping nothing, and wait (chunk_t.remap, counted in prefetcher_t.remaps);
+ * resid_host_flush maps them, a run and one set_access_host at a time:
+ *   - when the D2H direction goes idle (settle_xfer, after the last copy
+ *     out is seen to end), as the prefetch's deferred VMM work does;
+ *   - always before resid_back returns (window.c), whether or not copies
+ *     out still run: whatever the caller launches next may touch any chunk,
+ *     so none is ever left unmapped past an access (it waits for them);
+ *   - a fetch, an overwrite or a free of a waiting chunk drops it from the
+ *     queue (resid_host_unpend): its host copy needs no mapping then;
+ *   - evictions nothing waits for do not start while remaps wait
+ *     (resid_evict_ranked in evict.c), as for deferred prefetches.
+ * Between an eviction and the flush an unseen access of a waiting chunk
+ * faults as in unmapped mode; the window is the copies out that run beside
+ * it, and an access announced to lms never sees it. Shutdown drops the
+ * queue: a waiting chunk maps nothing. swap_config_t.vmm_unordered maps at
+ * once, beside the copies, only to measure what this gains. The simulator
+ * models the same rule (Note [Host-mapped eviction in the simulator] in
+ * bench/simulate_model.c).
  *
  * Note [Unfenced copies]
  * A copy's tracking (xfer_new: its record and event) is made before the copy
@@ -100,6 +124,7 @@ void resid_drop_host(size_t c)
     chunk_t *k = &S->chunks.ch[c];
     if (k->host == NULL)
         return;
+    resid_host_unpend(c);
     if (k->va == VA_HOST && resid_host_unmap(c) != LMS_OK) { /* Note [Evicted chunks stay mapped] */
         base_log(BASE_LOG_WARN, "lms: the host copy of the chunk at 0x%llx stays mapped there "
                  "until its next use: %s", (unsigned long long)chunk_addr(c), lms_last_error());
@@ -196,8 +221,10 @@ lms_status_t resid_host_map(size_t first, size_t n)
                 break;
             S->chunks.ch[mapped].va = VA_HOST;
         }
-        if (st == LMS_OK)
+        if (st == LMS_OK) {
+            S->pf.remaps_beside += !S->pf.access_waits && transfers_d2h_copying(&S->xfers);
             st = dev_set_access_host(S->dev, chunk_addr(c), (end - c) * S->chunk);
+        }
         if (st != LMS_OK) { /* mapped but not accessible: unmapped again, one at a time */
             char why[256];
             snprintf(why, sizeof why, "%s", lms_last_error());
@@ -218,6 +245,60 @@ lms_status_t resid_host_unmap(size_t c)
     if (st == LMS_OK)
         S->chunks.ch[c].va = VA_NONE;
     return st;
+}
+
+/* Queues the host maps of the chunks of [first, first + n) that have a host
+ * copy and whose VA maps nothing (Note [Remap beside copies]). */
+static void host_map_later(size_t first, size_t n)
+{
+    for (size_t c = first; c < first + n; c++) {
+        chunk_t *k = &S->chunks.ch[c];
+        if (k->host != NULL && k->va == VA_NONE && !k->remap) {
+            k->remap = true;
+            S->pf.remaps++;
+        }
+    }
+}
+
+void resid_host_unpend(size_t c)
+{
+    if (S->chunks.ch[c].remap) {
+        S->chunks.ch[c].remap = false;
+        S->pf.remaps--;
+    }
+}
+
+void resid_host_flush(void)
+{
+    for (size_t c = 0; c < S->chunks.n && S->pf.remaps > 0;) {
+        if (!S->chunks.ch[c].remap) {
+            c++;
+            continue;
+        }
+        size_t end = c;
+        while (end < S->chunks.n && S->chunks.ch[end].remap)
+            resid_host_unpend(end++);
+        if (resid_host_map(c, end - c) != LMS_OK) /* a chunk that failed is tried alone */
+            for (; c < end; c++)
+                if (S->chunks.ch[c].va == VA_NONE && resid_host_map(c, 1) != LMS_OK)
+                    base_log(BASE_LOG_WARN, "lms: the evicted chunk at 0x%llx is left unmapped "
+                             "until its next use: %s", (unsigned long long)chunk_addr(c),
+                             lms_last_error());
+        c = end;
+    }
+}
+
+void resid_host_flush_keeping(lms_status_t st)
+{
+    if (S->pf.remaps == 0)
+        return;
+    char why[256];
+    snprintf(why, sizeof why, "%s", lms_last_error());
+    S->pf.access_waits = true;
+    resid_host_flush();
+    S->pf.access_waits = false;
+    if (st != LMS_OK)
+        (void)base_fail(st, "%s", why);
 }
 
 /* Chunk c's device block was just unmapped (VA_NONE) and its data is its
@@ -340,13 +421,19 @@ static void settle(size_t first, size_t n, const xfer_t *x)
         for (size_t m = c; m < end && st == LMS_OK; m++)
             S->chunks.ch[m].va = VA_NONE;
         /* host mode: the run's host copies mapped at its VA, one set_access (Note
-         * [Evicted chunks stay mapped]); a chunk that failed is tried alone */
-        if (st == LMS_OK && resid_host_map(c, end - c) != LMS_OK)
+         * [Evicted chunks stay mapped]), or later, beside another copy out (Note
+         * [Remap beside copies]); a chunk that failed is tried alone */
+        bool later = st == LMS_OK && resid_host_mode() && !S->cfg.vmm_unordered &&
+                     transfers_d2h_copying(&S->xfers);
+        if (later)
+            host_map_later(c, end - c);
+        else if (st == LMS_OK && resid_host_map(c, end - c) != LMS_OK)
             base_log(BASE_LOG_DEBUG, "lms: mapping evicted chunks' host copies: %s",
                      lms_last_error());
         for (; c < end; c++) {
             S->evicting--;
-            if (st == LMS_OK && (S->chunks.ch[c].va == VA_HOST || !resid_host_remap_one(c))) {
+            chunk_t *k = &S->chunks.ch[c];
+            if (st == LMS_OK && (k->va == VA_HOST || k->remap || !resid_host_remap_one(c))) {
                 resid_set_unbacked(c, S->chunks.ch[c].host != NULL ? HOST : UNBACKED);
             } else { /* still mapped: it stays, with its now-current copy */
                 S->chunks.ch[c].state = RESIDENT;
@@ -364,6 +451,8 @@ static void settle_xfer(void *arg, const xfer_t *x)
 {
     (void)arg;
     settle(x->first, x->n, x);
+    if (S->pf.remaps > 0 && !transfers_d2h_copying(&S->xfers))
+        resid_host_flush(); /* the D2H link is idle (Note [Remap beside copies]) */
 }
 
 /* Settles the copies that have finished, at most `most` of each direction
@@ -437,6 +526,7 @@ lms_status_t resid_init(void)
 void resid_destroy(void)
 {
     transfers_destroy(&S->xfers);
+    S->pf.remaps = 0; /* a waiting chunk maps nothing (Note [Remap beside copies]) */
     for (size_t c = 0; c < S->chunks.n && S->chunks.ch != NULL; c++)
         if (S->chunks.ch[c].va == VA_HOST) /* the pool releases its blocks, mapped nowhere */
             (void)resid_host_unmap(c);

@@ -91,6 +91,10 @@ typedef struct swap_probe {
     uint64_t rankings_head;   /* ... and repaired from a full one's head */
     bool has_policy;          /* false with LMS_SWAP=0: policy is all zero */
     policy_usage_t policy;    /* policy/'s view: iterations found, schedule followed */
+    uint64_t remaps_beside;   /* host mode: evicted chunks' host maps opened while lms saw
+                                 a D2H copy in flight and no access waited for them */
+    uint64_t remaps_at_return; /* ... and host maps left waiting as an access returned
+                                  (Note [Remap beside copies] in swap/residency.c) */
 } swap_probe_t;
 
 /* LMS_ERR_INVALID when lms is not initialized. */

@@ -481,6 +481,7 @@ lms_status_t resid_bring_in(uint32_t *u, size_t n, size_t partial, bool early, b
         /* host mode: its host copy's mapping goes first, so the copy in
          * (queued below) reads what writes through it left (Note [Evicted
          * chunks stay mapped] in residency.c) */
+        resid_host_unpend(c); /* Note [Remap beside copies] in residency.c */
         if (k->va == VA_HOST && (st = resid_host_unmap(c)) != LMS_OK)
             break;
         dev_block_t b = 0;
@@ -584,10 +585,12 @@ static void mark_needs(const lms_range_t *r, size_t n, int pin, bool all_data)
     }
 }
 
-lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
-                          int pin)
+static lms_status_t back(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
+                         int pin);
+
+/* Ranges r[0..n) are valid accesses of live allocations. */
+static lms_status_t check_ranges(const char *op, const lms_range_t *r, size_t n)
 {
-    /* validate everything first: a bad range changes nothing */
     for (size_t i = 0; i < n; i++) {
         dev_addr_t a = (dev_addr_t)(uintptr_t)r[i].ptr;
         size_t base, size;
@@ -605,11 +608,35 @@ lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n, stream
                              "%s: [%p, +%zu) runs past the end of its allocation (%zu bytes)", op,
                              r[i].ptr, r[i].bytes, size);
     }
+    return LMS_OK;
+}
+
+lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
+                          int pin)
+{
+    /* validate everything first: a bad range changes nothing */
+    lms_status_t st = check_ranges(op, r, n);
+    if (st != LMS_OK) {
+        resid_host_flush_keeping(st);
+        return st;
+    }
     return resid_back(op, r, n, s, slot, pin);
 }
 
+/* Every host remap that waits is made before control goes back to the
+ * program, whatever the access did: what it launches next may touch any
+ * evicted chunk (Note [Remap beside copies] in residency.c). */
 lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
                         int pin)
+{
+    lms_status_t st = back(op, r, n, s, slot, pin);
+    resid_host_flush_keeping(st);
+    S->pf.remaps_at_return += S->pf.remaps;
+    return st;
+}
+
+static lms_status_t back(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
+                         int pin)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {

@@ -14,7 +14,9 @@
  * (swap_config_t.vmm_unordered): without it, prefetches are decided inside
  * copies out (the test would see a broken rule), with it none is. An
  * access that needs more than is free fetches beside the copies out of
- * what it evicts.
+ * what it evicts. In host mode (LMS_EVICTED=host) an eviction's host map
+ * waits for the copies out likewise, and never past an access's return
+ * (Note [Remap beside copies] in swap/residency.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +53,7 @@ static void teardown(void)
 
 TestSuite(vmm_order, .init = setup, .fini = teardown, .timeout = 300);
 
-static void start(bool unordered)
+static void start_as(bool unordered, const char *evicted)
 {
     swap_config_t cfg;
     swap_config_from_options(&cfg);
@@ -65,8 +67,14 @@ static void start(bool unordered)
     cfg.swap_piece = 2 * chunk;
     cfg.trace_path = path;
     cfg.vmm_unordered = unordered;
+    if (evicted != NULL) {
+        cfg.evicted = evicted;
+        cfg.device.sim_set_access_d2h_us_per_mib = 500; /* the H100's, beside a copy out */
+    }
     TEST_OK(swap_init(&cfg));
 }
+
+static void start(bool unordered) { start_as(unordered, NULL); }
 
 static void *must_malloc(void)
 {
@@ -263,4 +271,32 @@ Test(vmm_order, a_fetch_an_access_waits_for_goes_beside_copies_out)
                 s.fetches_beside);
     cr_assert_gt(s.fetches_beside, 0, "%zu of %zu fetches on demand were decided while a copy "
                  "out ran", s.fetches_beside, s.fetches);
+}
+
+/* Note [Remap beside copies] (swap/residency.c): in host mode an eviction's
+ * host map, which nothing waits for, is not opened while another copy out
+ * runs, and none is left waiting when an access returns. */
+static swap_probe_t host_loop(bool unordered)
+{
+    start_as(unordered, "host");
+    run_loop();
+    swap_probe_t p;
+    TEST_OK(swap_probe(&p));
+    TEST_OK(lms_shutdown());
+    cr_log_info("%s: %llu host maps beside a copy out, %llu left waiting at a return",
+                unordered ? "unordered" : "ordered", (unsigned long long)p.remaps_beside,
+                (unsigned long long)p.remaps_at_return);
+    return p;
+}
+
+Test(vmm_order, an_evicted_chunk_is_host_mapped_when_the_copies_out_end)
+{
+    swap_probe_t without = host_loop(true);
+    cr_assert_gt(without.remaps_beside, 0, "without the rule, evictions' host maps are opened "
+                 "beside copies out: the loop is one that tests it");
+    swap_probe_t with = host_loop(false);
+    cr_assert_eq(with.remaps_beside, 0, "%llu host maps were opened beside a copy out",
+                 (unsigned long long)with.remaps_beside);
+    cr_assert_eq(with.remaps_at_return, 0, "%llu host maps still waited as an access returned",
+                 (unsigned long long)with.remaps_at_return);
 }
