@@ -104,7 +104,7 @@ static void use(void *p, lms_access_mode_t mode, uint64_t seed)
 }
 
 /* Each iteration reads READS chunks, then makes FILLERS new ones, reads
- * them and frees them (as tests/swap/test_swap.c's
+ * them and frees them (as tests/swap/test_swap_prefetch.c's
  * what_is_read_next_is_fetched_ahead_into_free_blocks): the frees leave room
  * that prefetch fills with the next iteration's reads, while the reclaim
  * thread and the accesses evict. */
