@@ -426,16 +426,18 @@ static void run_at(const sim_workload_t *w, const options_t *o, const sim_iters_
     }
     sim_bound_t b = sim_lower_bound(cw, clast, capacity, true);
     sim_bound_t strict = sim_lower_bound(cw, clast, capacity, false);
+    const char *bound, *which; /* the bounds once, for every policy's row */
+    double lb_ns = sim_bound_ns(&b, &o->cfg, w->chunk_bytes, &bound);
+    double strict_ns = sim_bound_ns(&strict, &o->cfg, w->chunk_bytes, &which);
+    /* cw is released before the rows are read again: they keep no pointer to it */
+    b.w = strict.w = NULL;
     for (sim_policy_t p = 0; p < SIM_NPOLICIES; p++) {
         if (!o->pol[p])
             continue;
         row_t *row = &run->rows[run->n++];
-        const char *which;
-        *row =
-            (row_t){.oversub = oversub, .pol = p, .capacity = capacity, .b = b, .strict = strict};
+        *row = (row_t){.oversub = oversub, .pol = p, .capacity = capacity, .b = b,
+                       .strict = strict, .lb_ns = lb_ns, .strict_ns = strict_ns, .bound = bound};
         row->r = sim_run(w, its, &o->cfg, plan, p, capacity);
-        row->lb_ns = sim_bound_ns(&b, &o->cfg, w->chunk_bytes, &row->bound);
-        row->strict_ns = sim_bound_ns(&strict, &o->cfg, w->chunk_bytes, &which);
         print_row(w, &o->cfg, row, run->footprint);
         fflush(stdout);
     }

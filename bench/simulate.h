@@ -225,8 +225,6 @@ typedef struct sim_iters {
 } sim_iters_t;
 
 sim_iters_t sim_iters_of(const sim_workload_t *w);
-/* The most chunks allocated at once during the iteration. */
-uint64_t sim_footprint(const sim_workload_t *w, const sim_iter_t *it);
 /* The most chunks in use at once during the iteration, as placed
  * (simulate_workloads.c): its footprint. */
 uint64_t sim_chunks_in_use(const sim_workload_t *w, const sim_iter_t *it);

@@ -159,21 +159,6 @@ sim_iters_t sim_iters_of(const sim_workload_t *w)
     return r;
 }
 
-uint64_t sim_footprint(const sim_workload_t *w, const sim_iter_t *it)
-{
-    uint64_t live = 0, peak = 0;
-    for (size_t j = 0; j < it->end; j++) {
-        const sim_op_t *op = &w->ops[j];
-        if (op->kind == SIM_ALLOC)
-            live += w->tensors[op->tensor].nchunks;
-        else if (op->kind == SIM_FREE)
-            live -= w->tensors[op->tensor].nchunks;
-        if (j + 1 >= it->first && live > peak)
-            peak = live;
-    }
-    return peak;
-}
-
 /* ---- the chunk workload (Note [Chunk workload]) ----------------------------- */
 
 /* The chunks [lo, hi) tensor t alone touches in the whole of their time in

@@ -45,10 +45,13 @@
 
 /* ---- prefetch -------------------------------------------------------------------- */
 
+static policy_chunk_facts_t chunk_facts(const chunk_t *k);
+
+/* vdnn's: a chunk whose data is on the host and that waits for no block. */
 static bool needs_fetch(void *arg, uint32_t c)
 {
     const chunk_t *k = &((model_t *)arg)->c[c];
-    return k->state == HOST && k->live && !k->queued;
+    return chunk_facts(k).data && !k->queued;
 }
 
 /* Blocks not promised to the prepared kernel. */
@@ -185,11 +188,8 @@ static bool ahead_evictions_wait(const model_t *s)
 /* The plan's placed fetches, into the blocks spare now. */
 static void fetch_placed(model_t *s, const policy_plan_t *plan)
 {
-    for (size_t i = 0; i < plan->placed && spare(s) > 0; i++) {
-        model_invariant(!s->cfg->vmm_defer || s->d2h.q.n == 0, s, s->fetch[i].chunk,
-                  "a prefetch's map and set_access queued while a D2H copy runs");
+    for (size_t i = 0; i < plan->placed && spare(s) > 0; i++)
         prefetch_one(s, s->fetch[i].chunk, SIM_NONE);
-    }
 }
 
 /* Prefetch as policy/ plans it (policy_plan_prefetch, Note [One plan] in

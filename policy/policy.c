@@ -117,9 +117,9 @@
  * 1.17 of the lower bound at 1.25x, 1.24 to 1.15 at 4x, 1.29 to 1.22 at
  * 8x), moving no more on gpt and cnn but 0.2% at cnn 8x; on the traces up
  * to 5% more on a few rows (gpt2_ckpt at 2x, resnet18 at 3x), still
- * faster on them. A first
- * form without the MIN check gained more (GPT at 2x over a full-duplex
- * link with no VMM costs: 1.71 to 1.37) but moved up to 9% more. What no
+ * faster on them. A first form without the MIN check gained more (GPT at
+ * 2x over a full-duplex link with no VMM costs: 1.71 to 1.37) but moved up
+ * to 9% more. What no
  * eviction ahead removes: the forward pass's evictions and the backward
  * pass's fetches cannot overlap, each pass having the device full.
  * bench/train on sim shows both directions busy at once (both_busy_ms) but
@@ -787,9 +787,6 @@ static bool ahead_walk(policy_t *p, const policy_link_t *link,
     return true;
 }
 
-/* How many of the ranked victims from `from` on MIN evicts for demand dm,
- * at most `late`: those used after it that fewer than the blocks it still
- * needs outrank there (Note [Eviction ahead]). */
 /* Of the next uses in walk[lo, hi) (sorted), how many come after key. */
 static size_t later_than(const uint64_t *q, size_t lo, size_t hi, uint64_t key)
 {
@@ -804,6 +801,9 @@ static size_t later_than(const uint64_t *q, size_t lo, size_t hi, uint64_t key)
     return end - lo;
 }
 
+/* How many of the ranked victims from `from` on MIN evicts for demand d,
+ * at most `late`: those used after it that fewer than the blocks it still
+ * needs (e) outrank there (Note [Eviction ahead]). */
 static size_t mins_for(const policy_t *p, size_t d, const policy_victims_t *v, size_t ranked,
                        size_t from, size_t moved, int64_t late, int64_t e)
 {

@@ -159,7 +159,12 @@ static void prefetch(void)
     policy_usage_t u;
     policy_usage(S->policy, &u);
     size_t moved = (u.position + u.schedule_events - S->pf.walk_pos) % u.schedule_events;
-    size_t spare = resid_free_blocks() + S->evicting;
+    /* the reclaim thread keeps a block free: a fetch into that one only
+     * makes it evict the top-ranked chunk, so it is that chunk's place
+     * (else reclaim and prefetch take turns, each evicting what the other
+     * fetched; Note [Prefetch without harm] in policy.c) */
+    policy_room_t room = policy_room_of(resid_free_blocks(), S->evicting, 0);
+    size_t spare = room.spare;
     if (S->pf.walk_found_none && S->host_entries == S->pf.walk_host_entries &&
         (u.schedule_events <= PREFETCH_WALK || moved < PREFETCH_WALK / 2) &&
         (S->host_chunks == 0 ||
@@ -170,11 +175,6 @@ static void prefetch(void)
                           .max_events = PREFETCH_WALK,
                           .free_blocks = spare,
                           .queued_bytes = transfers_h2d_queued(&S->xfers) * S->chunk};
-    /* the reclaim thread keeps a block free: a fetch into that one only
-     * makes it evict the top-ranked chunk, so it is that chunk's place
-     * (else reclaim and prefetch take turns, each evicting what the other
-     * fetched; Note [Prefetch without harm] in policy.c) */
-    policy_room_t room = policy_room_of(resid_free_blocks(), S->evicting, 0);
     policy_victims_t victims = {.rank = rank_victims, .key = victim_key};
     policy_plan_t plan;
     size_t n = policy_plan_prefetch(S->policy, &link, chunk_need, NULL, &room, &victims,

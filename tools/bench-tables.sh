@@ -54,7 +54,7 @@ run h100 h100-pcie5 1
 run h100_slow h100-pcie5 4
 run c2c c2c 1
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$root" status --porcelain 2>/dev/null | grep -q '^ M' && echo ", with uncommitted changes" || true)
+dirty=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo ", with uncommitted changes" || true)
 python3 - "$out" "$commit$dirty" "$(($(date +%s) - start))" <<'EOF'
 import json, sys, os
 out, commit, secs = sys.argv[1], sys.argv[2], sys.argv[3]
