@@ -1,11 +1,11 @@
 /*
- * device/handle.c — the check layer's handle tables: blocks, streams and
- * events of the layer below, named by handles that are checked, never
+ * device/handle.c — the check layer's handle tables: blocks, host blocks,
+ * streams and events of the layer below, named by handles that are checked, never
  * dereferenced. See handle.h.
  *
  * Note [Handles]
  * ~~~~~~~~~~~~~~
- * A block, stream or event handle is a 64-bit number (streams and events cast
+ * A block, host block, stream or event handle is a 64-bit number (streams and events cast
  * to the opaque pointer types), laid out as
  *     [63..48 layer tag][47..45 kind][44..28 generation][27..0 slot + 1]
  * and is checked by lookup, never dereferenced: a destroyed object, a handle

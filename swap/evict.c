@@ -94,7 +94,7 @@ static lms_status_t evict_run(size_t first, size_t *np, timeline_by_t by)
     }
     if (!clean) { /* the slots no copy reads go back: a failed copy evicts the rest */
         for (size_t c = first + copied; c < first + slots; c++)
-            hostpool_free(S->host, S->chunks.ch[c].host);
+            resid_host_free(S->chunks.ch[c].host);
         for (size_t c = first + copied; c < first + *np; c++)
             S->chunks.ch[c].host = NULL;
         n = copied;

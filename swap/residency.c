@@ -134,11 +134,17 @@ void resid_drop_host(size_t c)
         k->drop_host = true;
         return;
     }
-    hostpool_free(S->host, k->host);
+    resid_host_free(k->host);
     k->host = NULL;
     chunks_set_clean(&S->chunks, c, false);
     S->host_chunks--;
     resid_memory_changed();
+}
+
+void resid_host_free(void *p)
+{
+    if (hostpool_free(S->host, p) != LMS_OK) /* not one the pool handed out: a bug of lms's */
+        base_log(BASE_LOG_WARN, "lms: a host copy went back to the pool: %s", lms_last_error());
 }
 
 /* Frees the host copies of clean resident chunks, lowest first, until one
@@ -155,7 +161,7 @@ static bool drop_clean_copies(void)
             dropped = true;
             void *p;
             if (hostpool_alloc(S->host, S->chunk, false, &p) == LMS_OK) {
-                hostpool_free(S->host, p);
+                resid_host_free(p);
                 return true;
             }
         }

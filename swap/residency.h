@@ -41,6 +41,8 @@ HIDDEN void resid_drop_host(size_t c);
 HIDDEN lms_status_t resid_host_slot(char **out);
 /* How many of the chunks from c on (at most n) have adjacent host copies. */
 HIDDEN size_t resid_host_run(size_t c, size_t n);
+/* Gives host copy p back to the pool; a refusal (p not the pool's) is logged. */
+HIDDEN void resid_host_free(void *p);
 /* Whether evicted chunks stay mapped, to their host copy (Note [Evicted
  * chunks stay mapped] in residency.c). */
 static inline bool resid_host_mode(void) { return S->resolved.evicted == SWAP_EVICTED_HOST; }
