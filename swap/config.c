@@ -3,8 +3,8 @@
  * a swap_config_t and the facts of a device and host into the numbers lms
  * runs with (swap/config.h). Pure but for base_log's warnings and
  * base_options' sources; swap_facts_device and swap_facts_host read the
- * device and the host. lms_expect_unseen_access, the one fact the program
- * gives, is kept here (under swap_lock, as lms.c's calls).
+ * device and the host, and swap_unseen_expected, the one fact the program
+ * gives (lms_expect_unseen_access, in lms.c).
  *
  * Note [Resolved configuration]
  * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -73,7 +73,6 @@
 
 #include "alloc/alloc.h"
 #include "base/base.h"
-#include "base/lockorder.h"
 #include "swap/config.h"
 #include "swap/internal.h"
 
@@ -314,25 +313,10 @@ lms_status_t swap_config_resolve(const swap_config_t *cfg, bool from_options,
     return LMS_OK;
 }
 
-/* lms_expect_unseen_access was called, for this start and every later one:
- * written under swap_lock, read by swap_facts_host (lms-info's, with no lms). */
-static bool unseen_expected;
-
-lms_status_t lms_expect_unseen_access(void)
-{
-    lo_lock(&swap_lock, LO_SWAP);
-    if (resid_window_open()) /* as every public call that takes the lock (lms.c) */
-        resid_close_window();
-    lms_status_t st = LMS_OK;
-    if (S != NULL && !__atomic_load_n(&unseen_expected, __ATOMIC_RELAXED))
-        st = base_fail(LMS_ERR_UNSUPPORTED, "lms_expect_unseen_access: lms is running, with "
-                       "evicted chunks %s (%s); call it before lms starts",
-                       swap_evicted_str(S->resolved.evicted), S->resolved.evicted_why);
-    else
-        __atomic_store_n(&unseen_expected, true, __ATOMIC_RELAXED);
-    lo_unlock(&swap_lock, LO_SWAP);
-    return st;
-}
+/* lms_expect_unseen_access (lms.c) was called, for this start and every
+ * later one: written under swap_lock, read by swap_facts_host (lms-info's,
+ * with no lms). */
+bool swap_unseen_expected;
 
 lms_status_t swap_facts_device(dev_device_t *dev, swap_facts_t *facts)
 {
@@ -363,7 +347,7 @@ lms_status_t swap_facts_host(int numa_node, swap_facts_t *facts)
                          : -1;
     facts->node_bytes = node > 0 ? (uint64_t)node : 0;
     facts->ram_bytes = (uint64_t)pages * (uint64_t)page;
-    facts->unseen = __atomic_load_n(&unseen_expected, __ATOMIC_RELAXED);
+    facts->unseen = __atomic_load_n(&swap_unseen_expected, __ATOMIC_RELAXED);
     return LMS_OK;
 }
 

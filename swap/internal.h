@@ -102,6 +102,7 @@ typedef struct state {
 
 HIDDEN extern state_t *S;
 HIDDEN extern pthread_mutex_t swap_lock;
+HIDDEN extern bool swap_unseen_expected; /* atomic; config.c's (lms_expect_unseen_access) */
 
 /* lms.c */
 /* streams_sync_released of S's streams (Note [Stream-ordered free] in

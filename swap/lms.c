@@ -94,6 +94,20 @@ lms_status_t lms_set_device_fraction(double fraction)
     return st;
 }
 
+lms_status_t lms_expect_unseen_access(void)
+{
+    enter();
+    lms_status_t st = LMS_OK;
+    if (S != NULL && !__atomic_load_n(&swap_unseen_expected, __ATOMIC_RELAXED))
+        st = base_fail(LMS_ERR_UNSUPPORTED, "lms_expect_unseen_access: lms is running, with "
+                       "evicted chunks %s (%s); call it before lms starts",
+                       swap_evicted_str(S->resolved.evicted), S->resolved.evicted_why);
+    else
+        __atomic_store_n(&swap_unseen_expected, true, __ATOMIC_RELAXED);
+    leave();
+    return st;
+}
+
 /* Memory freed on streams comes back once their work up to the free is
  * done (fences, waited for); thread caches give theirs back (this thread's
  * now, the others' at their next call); then residency gives the blocks
