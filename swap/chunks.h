@@ -66,8 +66,9 @@ typedef struct chunk {
     bool free;          /* free in alloc/ */
     bool on_lru;
     bool prefetched;    /* fetched ahead of use, not yet used (stats.prefetch_hits) */
-    bool remap;         /* HOST, VA_NONE: its host copy's map waits for the D2H link to
-                           go idle (Note [Remap beside copies] in residency.c) */
+    bool remap;         /* EVICTING, its copy ended, still on its block: its unmap and
+                           host map wait for the D2H link to go idle (Note [Remap
+                           beside copies] in residency.c) */
     bool broken;        /* RESIDENT, but neither accessible nor holding its
                            data (window.c: unmap_unused): repaired before
                            any use, never evicted */

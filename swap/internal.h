@@ -38,12 +38,14 @@ typedef struct prefetcher {
     size_t blocks_ahead;          /* what the events ahead need (reclaim_low) */
     bool vmm_deferred;            /* a prefetch's map and set_access wait for the D2H
                                      link to go idle (Note [VMM beside copies] in prefetch.c) */
-    size_t remaps;                /* HOST chunks whose host map waits likewise (chunk_t.remap,
-                                     Note [Remap beside copies] in residency.c) */
-    bool access_waits;            /* resid_back's flush runs: an access waits for it */
+    size_t remaps;                /* EVICTING chunks whose unmap and host map wait likewise, on
+                                     their blocks (chunk_t.remap, Note [Remap beside copies]
+                                     in residency.c), */
+    size_t remap_lo, remap_hi;    /* among these (lo SIZE_MAX: none since the last flush) */
+    bool access_waits;            /* a flush runs because an access waits for blocks */
     uint64_t remaps_beside;       /* host maps' set_access made beside a D2H copy that
                                      nothing waited for (swap_probe) */
-    uint64_t remaps_at_return;    /* remaps left waiting as resid_back returned (swap_probe) */
+    uint64_t remaps_deferred;     /* evictions left waiting on their blocks (swap_probe) */
 } prefetcher_t;
 
 /* reclaim.c's: the reclaim thread and its watermarks. */

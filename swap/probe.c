@@ -25,7 +25,11 @@ lms_status_t swap_probe(swap_probe_t *out)
                               .rankings_head = S->rank.rankings_head,
                               .has_policy = S->policy != NULL,
                               .remaps_beside = S->pf.remaps_beside,
-                              .remaps_at_return = S->pf.remaps_at_return};
+                              .remaps_deferred = S->pf.remaps_deferred,
+                              .remaps_waiting = S->pf.remaps};
+        for (size_t c = 0; c < S->chunks.n && S->resolved.evicted == SWAP_EVICTED_HOST; c++)
+            out->host_unmapped +=
+                S->chunks.ch[c].state != UNBACKED && S->chunks.ch[c].va == VA_NONE;
         if (S->policy != NULL)
             policy_usage(S->policy, &out->policy);
     }

@@ -32,8 +32,8 @@
  * instead of faulting. Its data has one home, the host block, reached at
  * two addresses (the pool's window, which copies use, and the chunk's VA):
  *   - an eviction, once its D2H copy has ended (at once for a clean drop),
- *     unmaps the device block (settle), then maps each chunk's host block
- *     at its VA and opens the run with one set_access_host (resid_host_map);
+ *     unmaps the device block, then maps each chunk's host block at its VA
+ *     and opens the run with one set_access_host (retire, resid_host_map);
  *   - a fetch, or an overwrite over the host copy, unmaps the host mapping
  *     before it maps a device block there (window.c: resid_bring_in), so
  *     the H2D copy, queued after, reads what any write through the VA left;
@@ -48,32 +48,43 @@
  * next use unmaps it. Only when the device block cannot be mapped back
  * either is a chunk left unmapped, with a warning (its next fetch maps it).
  * The remaps are made where the state changes, except an eviction's while
- * another D2H copy runs (Note [Remap beside copies]). In unmapped mode (the
+ * another D2H copy runs: that one waits on its device block (Note [Remap
+ * beside copies]). In unmapped mode (the
  * default) none of this runs: va is VA_DEVICE or VA_NONE.
  *
  * Note [Remap beside copies]
  * An eviction's host map ends with a set_access_host, which beside a D2H
  * copy costs some 33 times what it costs on an idle link and holds every
- * other VMM call back (Note [VMM beside copies] in prefetch.c). So when
- * settle would map a run's host copies while another copy out is still in
- * flight (transfers_d2h_copying), the run's chunks become HOST with their VA
- * mapping nothing, and wait (chunk_t.remap, counted in prefetcher_t.remaps);
- * resid_host_flush maps them, a run and one set_access_host at a time:
+ * other VMM call back (Note [VMM beside copies] in prefetch.c). So when an
+ * eviction's copy has ended while another copy out is still in flight
+ * (transfers_d2h_copying), its chunks with a host copy stay EVICTING, on
+ * their device blocks, mapped and accessible there, and wait (chunk_t.remap,
+ * counted in prefetcher_t.remaps): their data is on both sides, and a kernel
+ * lms did not see reads and writes the device block as it did a moment
+ * before. Their unmap and host map are made together (retire), a run and
+ * one set_access_host at a time, by resid_host_flush:
  *   - when the D2H direction goes idle (settle_xfer, after the last copy
- *     out is seen to end), as the prefetch's deferred VMM work does;
- *   - always before resid_back returns (window.c), whether or not copies
- *     out still run: whatever the caller launches next may touch any chunk,
- *     so none is ever left unmapped past an access (it waits for them);
- *   - a fetch, an overwrite or a free of a waiting chunk drops it from the
- *     queue (resid_host_unpend): its host copy needs no mapping then;
- *   - evictions nothing waits for do not start while remaps wait
- *     (resid_evict_ranked in evict.c), as for deferred prefetches.
- * Between an eviction and the flush an unseen access of a waiting chunk
- * faults as in unmapped mode; the window is the copies out that run beside
- * it, and an access announced to lms never sees it. Shutdown drops the
- * queue: a waiting chunk maps nothing. swap_config_t.vmm_unordered maps at
- * once, beside the copies, only to measure what this gains. The simulator
- * models the same rule (Note [Host-mapped eviction in the simulator] in
+ *     out is seen to end), as the prefetch's deferred VMM work is;
+ *   - when an access needs blocks and finds too few free (make_room in
+ *     window.c): what waits then is a kernel, and it goes at once, beside
+ *     the copies, as a fetch a kernel waits for does; and in
+ *     lms_empty_cache;
+ *   - a chunk touched meanwhile is resident again (as any chunk touched
+ *     while EVICTING), and a freed one is cached: both leave the queue
+ *     (resid_host_unpend), their device block kept;
+ *   - like EVICTING ones with a copy in flight, waiting chunks count as
+ *     blocks on their way (S->evicting) for the prefetch and the reclaim
+ *     thread, are no victims, and evictions nothing waits for do not start
+ *     while any wait (resid_evict_ranked in evict.c), as for deferred
+ *     prefetches.
+ * So an evicted chunk's VA maps something at every moment lms's lock is
+ * free: its device block until the remap, its host copy after. The one
+ * moment it maps nothing is inside retire, between the unmap and the
+ * set_access: a kernel that touches it unseen at that moment, on the GPU
+ * already, still faults (the driver has no call that swaps one mapping
+ * for another). swap_config_t.vmm_unordered retires at once, beside the
+ * copies, only to measure what this gains. The simulator models the same
+ * rule (Note [Host-mapped eviction in the simulator] in
  * bench/simulate_model.c).
  *
  * Note [Unfenced copies]
@@ -253,15 +264,20 @@ lms_status_t resid_host_unmap(size_t c)
     return st;
 }
 
-/* Queues the host maps of the chunks of [first, first + n) that have a host
- * copy and whose VA maps nothing (Note [Remap beside copies]). */
-static void host_map_later(size_t first, size_t n)
+/* Leaves the EVICTING chunks of [first, first + n), whose copies have
+ * ended, on their blocks until the copies out end (Note [Remap beside
+ * copies]): their host copies are current. */
+static void retire_later(size_t first, size_t n)
 {
     for (size_t c = first; c < first + n; c++) {
         chunk_t *k = &S->chunks.ch[c];
-        if (k->host != NULL && k->va == VA_NONE && !k->remap) {
+        if (!k->remap) {
             k->remap = true;
             S->pf.remaps++;
+            S->pf.remaps_deferred++;
+            S->pf.remap_lo = c < S->pf.remap_lo ? c : S->pf.remap_lo;
+            S->pf.remap_hi = c > S->pf.remap_hi ? c : S->pf.remap_hi;
+            chunks_set_clean(&S->chunks, c, true);
         }
     }
 }
@@ -272,39 +288,6 @@ void resid_host_unpend(size_t c)
         S->chunks.ch[c].remap = false;
         S->pf.remaps--;
     }
-}
-
-void resid_host_flush(void)
-{
-    for (size_t c = 0; c < S->chunks.n && S->pf.remaps > 0;) {
-        if (!S->chunks.ch[c].remap) {
-            c++;
-            continue;
-        }
-        size_t end = c;
-        while (end < S->chunks.n && S->chunks.ch[end].remap)
-            resid_host_unpend(end++);
-        if (resid_host_map(c, end - c) != LMS_OK) /* a chunk that failed is tried alone */
-            for (; c < end; c++)
-                if (S->chunks.ch[c].va == VA_NONE && resid_host_map(c, 1) != LMS_OK)
-                    base_log(BASE_LOG_WARN, "lms: the evicted chunk at 0x%llx is left unmapped "
-                             "until its next use: %s", (unsigned long long)chunk_addr(c),
-                             lms_last_error());
-        c = end;
-    }
-}
-
-void resid_host_flush_keeping(lms_status_t st)
-{
-    if (S->pf.remaps == 0)
-        return;
-    char why[256];
-    snprintf(why, sizeof why, "%s", lms_last_error());
-    S->pf.access_waits = true;
-    resid_host_flush();
-    S->pf.access_waits = false;
-    if (st != LMS_OK)
-        (void)base_fail(st, "%s", why);
 }
 
 /* Chunk c's device block was just unmapped (VA_NONE) and its data is its
@@ -395,6 +378,40 @@ lms_status_t resid_uncache_one(void)
 
 /* ---- copies in flight (transfers.h) ------------------------------------------ */
 
+/* Whether chunk c's eviction has no copy left in flight. */
+#define ENDED(c) (S->chunks.ch[c].state == EVICTING && S->chunks.ch[c].xfer == NULL)
+
+/* Ends the evictions of the EVICTING chunks [first, end), whose copies
+ * have ended: unmaps them, in host mode maps their host copies there with
+ * one set_access (Note [Evicted chunks stay mapped]; a chunk that failed
+ * is tried alone), and gives their blocks back; a chunk that cannot be
+ * unmapped, or mapped anew, stays resident on its block, with its
+ * now-current copy. */
+static void retire(size_t first, size_t end)
+{
+    for (size_t c = first; c < end; c++)
+        resid_host_unpend(c);
+    lms_status_t st = dev_unmap(S->dev, chunk_addr(first), (end - first) * S->chunk);
+    for (size_t c = first; c < end && st == LMS_OK; c++)
+        S->chunks.ch[c].va = VA_NONE;
+    if (st == LMS_OK && resid_host_map(first, end - first) != LMS_OK)
+        base_log(BASE_LOG_DEBUG, "lms: mapping evicted chunks' host copies: %s",
+                 lms_last_error());
+    for (size_t c = first; c < end; c++) {
+        S->evicting--;
+        chunk_t *k = &S->chunks.ch[c];
+        if (st == LMS_OK && (k->va == VA_HOST || !resid_host_remap_one(c))) {
+            resid_set_unbacked(c, k->host != NULL ? HOST : UNBACKED);
+        } else { /* still mapped: it stays, with its now-current copy */
+            k->state = RESIDENT;
+            chunks_set_clean(&S->chunks, c, true);
+            chunks_lru_touch(&S->chunks, c);
+        }
+    }
+    if (st != LMS_OK)
+        base_log(BASE_LOG_WARN, "lms: an evicted run stays resident: %s", lms_last_error());
+}
+
 /* The copy x (NULL: one already waited for) has finished: settle the chunks
  * of [first, first + n) it covered. */
 static void settle(size_t first, size_t n, const xfer_t *x)
@@ -413,43 +430,54 @@ static void settle(size_t first, size_t n, const xfer_t *x)
             resid_drop_host(c);
         }
     }
-    /* unmap the chunks whose eviction this was, a run at a time */
+    /* the chunks whose eviction this was, a run at a time: retired now, or,
+     * in host mode beside another copy out, those with a host copy left on
+     * their blocks until the copies out end (Note [Remap beside copies]) */
+    bool later = resid_host_mode() && !S->cfg.vmm_unordered && transfers_d2h_copying(&S->xfers);
+#define WAITS(c) (later && S->chunks.ch[c].host != NULL)
     for (size_t c = first; c < first + n;) {
-        if (S->chunks.ch[c].state != EVICTING || S->chunks.ch[c].xfer != NULL) {
+        if (!ENDED(c)) {
             c++;
             continue;
         }
         size_t end = c + 1;
-        while (end < first + n && S->chunks.ch[end].state == EVICTING &&
-               S->chunks.ch[end].xfer == NULL)
+        while (end < first + n && ENDED(end) && WAITS(end) == WAITS(c))
             end++;
-        lms_status_t st = dev_unmap(S->dev, chunk_addr(c), (end - c) * S->chunk);
-        for (size_t m = c; m < end && st == LMS_OK; m++)
-            S->chunks.ch[m].va = VA_NONE;
-        /* host mode: the run's host copies mapped at its VA, one set_access (Note
-         * [Evicted chunks stay mapped]), or later, beside another copy out (Note
-         * [Remap beside copies]); a chunk that failed is tried alone */
-        bool later = st == LMS_OK && resid_host_mode() && !S->cfg.vmm_unordered &&
-                     transfers_d2h_copying(&S->xfers);
-        if (later)
-            host_map_later(c, end - c);
-        else if (st == LMS_OK && resid_host_map(c, end - c) != LMS_OK)
-            base_log(BASE_LOG_DEBUG, "lms: mapping evicted chunks' host copies: %s",
-                     lms_last_error());
-        for (; c < end; c++) {
-            S->evicting--;
-            chunk_t *k = &S->chunks.ch[c];
-            if (st == LMS_OK && (k->va == VA_HOST || k->remap || !resid_host_remap_one(c))) {
-                resid_set_unbacked(c, S->chunks.ch[c].host != NULL ? HOST : UNBACKED);
-            } else { /* still mapped: it stays, with its now-current copy */
-                S->chunks.ch[c].state = RESIDENT;
-                chunks_set_clean(&S->chunks, c, true);
-                chunks_lru_touch(&S->chunks, c);
-            }
-        }
-        if (st != LMS_OK)
-            base_log(BASE_LOG_WARN, "lms: an evicted run stays resident: %s", lms_last_error());
+        if (WAITS(c))
+            retire_later(c, end - c);
+        else
+            retire(c, end);
+        c = end;
     }
+#undef WAITS
+}
+
+/* Retires the chunks that wait on their blocks (Note [Remap beside copies]),
+ * a run at a time, looking between the lowest and the highest that waited. */
+void resid_host_flush(void)
+{
+    for (size_t c = S->pf.remap_lo; c <= S->pf.remap_hi && S->pf.remaps > 0;) {
+        if (!S->chunks.ch[c].remap || !ENDED(c)) { /* the second: never (defensive) */
+            resid_host_unpend(c++);
+            continue;
+        }
+        size_t end = c + 1;
+        while (end < S->chunks.n && S->chunks.ch[end].remap && ENDED(end))
+            end++;
+        retire(c, end);
+        c = end;
+    }
+    if (S->pf.remaps == 0) {
+        S->pf.remap_lo = SIZE_MAX;
+        S->pf.remap_hi = 0;
+    }
+}
+
+void resid_host_flush_waited(void)
+{
+    S->pf.access_waits = true;
+    resid_host_flush();
+    S->pf.access_waits = false;
 }
 
 /* The copy x has finished: settle the chunks it covered. */
@@ -497,6 +525,7 @@ lms_status_t resid_init(void)
     S->rc.low = S->resolved.low;
     S->rc.high = S->resolved.high;
     S->piece = S->resolved.piece;
+    S->pf.remap_lo = SIZE_MAX; /* none waits (Note [Remap beside copies]) */
     S->rc.wake_made = resid_cond_init(&S->rc.wake) == 0;
     S->holds.unheld_made = S->rc.wake_made && resid_cond_init(&S->holds.unheld) == 0;
     if (!S->holds.unheld_made)
@@ -532,7 +561,7 @@ lms_status_t resid_init(void)
 void resid_destroy(void)
 {
     transfers_destroy(&S->xfers);
-    S->pf.remaps = 0; /* a waiting chunk maps nothing (Note [Remap beside copies]) */
+    S->pf.remaps = 0; /* a waiting chunk is on its device block (Note [Remap beside copies]) */
     for (size_t c = 0; c < S->chunks.n && S->chunks.ch != NULL; c++)
         if (S->chunks.ch[c].va == VA_HOST) /* the pool releases its blocks, mapped nowhere */
             (void)resid_host_unmap(c);
@@ -676,6 +705,8 @@ void resid_stats(lms_stats_t *out)
 lms_status_t resid_empty_cache(void)
 {
     (void)resid_progress(); /* copies that finished let their chunks go */
+    resid_host_flush_waited(); /* and evictions waiting on their blocks (Note [Remap beside
+                                  copies]) */
     lms_status_t st = LMS_OK;
     if (S->chunks.ncached > 0 && streams_released_pending(&S->streams))
         st = swap_sync_released();

@@ -51,12 +51,12 @@ HIDDEN lms_status_t resid_host_map(size_t first, size_t n);
 HIDDEN lms_status_t resid_host_unmap(size_t c);
 /* Maps c's host copy at its VA after its block was unmapped, or (true) its block again. */
 HIDDEN bool resid_host_remap_one(size_t c);
-/* Note [Remap beside copies]: c's host map no longer waits (a fetch, an
- * overwrite or a free of it); maps every host map that waits. */
+/* Note [Remap beside copies]: c no longer waits on its block (touched or
+ * freed); retires every chunk that waits (unmap, host map, block back). */
 HIDDEN void resid_host_unpend(size_t c);
 HIDDEN void resid_host_flush(void);
-/* resid_host_flush, keeping the message of a call that failed with st. */
-HIDDEN void resid_host_flush_keeping(lms_status_t st);
+/* resid_host_flush for an access that waits for the blocks. */
+HIDDEN void resid_host_flush_waited(void);
 /* Chunk c is mapped on block b / gives its block back, leaving `state`. */
 HIDDEN void resid_set_resident(size_t c, dev_block_t b);
 HIDDEN void resid_set_unbacked(size_t c, uint8_t state);

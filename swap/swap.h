@@ -93,8 +93,11 @@ typedef struct swap_probe {
     policy_usage_t policy;    /* policy/'s view: iterations found, schedule followed */
     uint64_t remaps_beside;   /* host mode: evicted chunks' host maps opened while lms saw
                                  a D2H copy in flight and no access waited for them */
-    uint64_t remaps_at_return; /* ... and host maps left waiting as an access returned
-                                  (Note [Remap beside copies] in swap/residency.c) */
+    uint64_t remaps_deferred; /* ... evictions left on their device blocks until the copies
+                                 out end (Note [Remap beside copies] in swap/residency.c), */
+    size_t remaps_waiting;    /* ... of which wait now, */
+    size_t host_unmapped;     /* ... and chunks with data (not UNBACKED) whose addresses map
+                                 nothing now (0 unless a map failed, with a warning) */
 } swap_probe_t;
 
 /* LMS_ERR_INVALID when lms is not initialized. */

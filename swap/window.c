@@ -329,6 +329,11 @@ static lms_status_t make_room(const char *op, const uint32_t *u, size_t n, size_
             have += S->chunks.ch[S->chunks.cached[i]].xfer == NULL;
         if (need <= have)
             break;
+        if (S->pf.remaps > 0) { /* evictions waiting on their blocks end now, beside the
+                                   copies out (Note [Remap beside copies] in residency.c) */
+            resid_host_flush_waited();
+            continue;
+        }
         if (t0 == 0)
             t0 = base_now_ns();
         size_t want = need - have, started = 0;
@@ -481,7 +486,6 @@ lms_status_t resid_bring_in(uint32_t *u, size_t n, size_t partial, bool early, b
         /* host mode: its host copy's mapping goes first, so the copy in
          * (queued below) reads what writes through it left (Note [Evicted
          * chunks stay mapped] in residency.c) */
-        resid_host_unpend(c); /* Note [Remap beside copies] in residency.c */
         if (k->va == VA_HOST && (st = resid_host_unmap(c)) != LMS_OK)
             break;
         dev_block_t b = 0;
@@ -585,9 +589,6 @@ static void mark_needs(const lms_range_t *r, size_t n, int pin, bool all_data)
     }
 }
 
-static lms_status_t back(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
-                         int pin);
-
 /* Ranges r[0..n) are valid accesses of live allocations. */
 static lms_status_t check_ranges(const char *op, const lms_range_t *r, size_t n)
 {
@@ -616,27 +617,11 @@ lms_status_t resid_access(const char *op, const lms_range_t *r, size_t n, stream
 {
     /* validate everything first: a bad range changes nothing */
     lms_status_t st = check_ranges(op, r, n);
-    if (st != LMS_OK) {
-        resid_host_flush_keeping(st);
-        return st;
-    }
-    return resid_back(op, r, n, s, slot, pin);
+    return st != LMS_OK ? st : resid_back(op, r, n, s, slot, pin);
 }
 
-/* Every host remap that waits is made before control goes back to the
- * program, whatever the access did: what it launches next may touch any
- * evicted chunk (Note [Remap beside copies] in residency.c). */
 lms_status_t resid_back(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
                         int pin)
-{
-    lms_status_t st = back(op, r, n, s, slot, pin);
-    resid_host_flush_keeping(st);
-    S->pf.remaps_at_return += S->pf.remaps;
-    return st;
-}
-
-static lms_status_t back(const char *op, const lms_range_t *r, size_t n, stream_t *s, int slot,
-                         int pin)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -715,6 +700,7 @@ static lms_status_t back(const char *op, const lms_range_t *r, size_t n, stream_
         size_t c = u[i];
         chunk_t *k = &S->chunks.ch[c];
         if (k->state == EVICTING) { /* touched again: it stays */
+            resid_host_unpend(c); /* Note [Remap beside copies] in residency.c */
             k->state = RESIDENT;
             S->evicting--;
         }

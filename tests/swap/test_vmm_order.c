@@ -14,10 +14,12 @@
  * (swap_config_t.vmm_unordered): without it, prefetches are decided inside
  * copies out (the test would see a broken rule), with it none is. An
  * access that needs more than is free fetches beside the copies out of
- * what it evicts. In host mode (LMS_EVICTED=host) an eviction's host map
- * waits for the copies out likewise, and never past an access's return
- * (Note [Remap beside copies] in swap/residency.c).
+ * what it evicts. In host mode (LMS_EVICTED=host) an eviction's unmap and
+ * host map wait for the copies out likewise, the chunk on its device block
+ * meanwhile, so that its addresses always map something (Note [Remap
+ * beside copies] in swap/residency.c).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,29 +276,68 @@ Test(vmm_order, a_fetch_an_access_waits_for_goes_beside_copies_out)
 }
 
 /* Note [Remap beside copies] (swap/residency.c): in host mode an eviction's
- * host map, which nothing waits for, is not opened while another copy out
- * runs, and none is left waiting when an access returns. */
-static swap_probe_t host_loop(bool unordered)
+ * unmap and host map, which nothing waits for, are not made while another
+ * copy out runs: the chunk waits on its device block meanwhile. A thread
+ * beside the loop looks at lms's state (swap_probe, under lms's lock)
+ * as often as it can get the lock: no chunk on the host ever has addresses
+ * that map nothing, which a kernel lms did not see would fault on. */
+typedef struct host_seen {
+    swap_probe_t last;
+    size_t looks, waiting_looks, unmapped_looks, most_unmapped;
+} host_seen_t;
+
+static volatile int looking;
+
+static void *look(void *arg)
+{
+    host_seen_t *h = arg;
+    while (looking) {
+        swap_probe_t p;
+        if (swap_probe(&p) != LMS_OK)
+            continue;
+        h->looks++;
+        h->waiting_looks += p.remaps_waiting > 0;
+        h->unmapped_looks += p.host_unmapped > 0;
+        h->most_unmapped = p.host_unmapped > h->most_unmapped ? p.host_unmapped : h->most_unmapped;
+    }
+    return NULL;
+}
+
+static host_seen_t host_loop(bool unordered)
 {
     start_as(unordered, "host");
+    host_seen_t h = {0};
+    pthread_t t;
+    looking = 1;
+    cr_assert_eq(pthread_create(&t, NULL, look, &h), 0);
     run_loop();
-    swap_probe_t p;
-    TEST_OK(swap_probe(&p));
+    looking = 0;
+    pthread_join(t, NULL);
+    TEST_OK(swap_probe(&h.last));
     TEST_OK(lms_shutdown());
-    cr_log_info("%s: %llu host maps beside a copy out, %llu left waiting at a return",
-                unordered ? "unordered" : "ordered", (unsigned long long)p.remaps_beside,
-                (unsigned long long)p.remaps_at_return);
-    return p;
+    cr_log_info("%s: %llu host maps beside a copy out, %llu evictions waited on their blocks; "
+                "of %zu looks, %zu saw one waiting, %zu an evicted chunk unmapped (at most %zu)",
+                unordered ? "unordered" : "ordered", (unsigned long long)h.last.remaps_beside,
+                (unsigned long long)h.last.remaps_deferred, h.looks, h.waiting_looks,
+                h.unmapped_looks, h.most_unmapped);
+    return h;
 }
 
 Test(vmm_order, an_evicted_chunk_is_host_mapped_when_the_copies_out_end)
 {
-    swap_probe_t without = host_loop(true);
-    cr_assert_gt(without.remaps_beside, 0, "without the rule, evictions' host maps are opened "
-                 "beside copies out: the loop is one that tests it");
-    swap_probe_t with = host_loop(false);
-    cr_assert_eq(with.remaps_beside, 0, "%llu host maps were opened beside a copy out",
-                 (unsigned long long)with.remaps_beside);
-    cr_assert_eq(with.remaps_at_return, 0, "%llu host maps still waited as an access returned",
-                 (unsigned long long)with.remaps_at_return);
+    host_seen_t without = host_loop(true);
+    cr_assert_gt(without.last.remaps_beside, 0, "without the rule, evictions' host maps are "
+                 "opened beside copies out: the loop is one that tests it");
+    cr_assert_eq(without.last.remaps_deferred, 0, "without the rule, no eviction waits");
+    host_seen_t with = host_loop(false);
+    cr_assert_eq(with.last.remaps_beside, 0, "%llu host maps were opened beside a copy out",
+                 (unsigned long long)with.last.remaps_beside);
+    cr_assert_gt(with.last.remaps_deferred, 0, "evictions waited on their blocks");
+    cr_assert_gt(with.looks, 0, "the thread beside looked");
+    cr_assert_eq(with.unmapped_looks + without.unmapped_looks, 0,
+                 "%zu of %zu looks found an evicted chunk whose addresses mapped nothing (at "
+                 "most %zu)", with.unmapped_looks + without.unmapped_looks,
+                 with.looks + without.looks,
+                 with.most_unmapped > without.most_unmapped ? with.most_unmapped
+                                                            : without.most_unmapped);
 }
