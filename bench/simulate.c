@@ -43,9 +43,9 @@
  * it; prefetched counts the fetches issued ahead of need; vmm_busy_ms is
  * the VMM queue's busy time, host_vmm_ms its part on host blocks' calls,
  * host_remaps the evicted chunks whose addresses were mapped to their host
- * block, and remap_stall_ms the time kernels waited for those remaps
- * (--evicted host: Note [Host-mapped eviction in the simulator] in
- * simulate_model.c).
+ * block, and remaps_deferred the evictions that waited on their blocks
+ * for the copies out to end first (--evicted host: Note [Host-mapped
+ * eviction in the simulator] in simulate_model.c).
  *
  * The model and the policies: simulate_model.c and simulate_policy.c. The
  * lower bound each row is measured against: Note [Lower bound] in
@@ -256,7 +256,7 @@ static void print_row(const sim_workload_t *w, const sim_config_t *cfg, const ro
            "\"bytes_d2h\":%llu,\"prefetched\":%llu,\"footprint_bytes\":%llu,\"device_bytes\":%llu,"
            "\"in_min_bytes\":%llu,\"out_min_bytes\":%llu,\"fetches\":%llu,\"evictions\":%llu,"
            "\"clean_drops\":%llu,\"set_access_beside_d2h_ms\":%.3f,\"vmm_busy_ms\":%.3f,"
-           "\"host_vmm_ms\":%.3f,\"host_remaps\":%llu,\"remap_stall_ms\":%.3f,\"following\":%s",
+           "\"host_vmm_ms\":%.3f,\"host_remaps\":%llu,\"remaps_deferred\":%llu,\"following\":%s",
            step > 0 ? stall / step : 0,
            (unsigned long long)(r->h2d + r->d2h), step / 1e6, row->lb_ns / 1e6,
            (double)r->compute_ns / 1e6, stall / 1e6, row->bound, (unsigned long long)r->h2d,
@@ -267,7 +267,7 @@ static void print_row(const sim_workload_t *w, const sim_config_t *cfg, const ro
            (unsigned long long)(row->b.out_chunks * w->chunk_bytes), (unsigned long long)r->fetches,
            (unsigned long long)r->evictions, (unsigned long long)r->clean_drops,
            (double)r->access_d2h_ns / 1e6, (double)r->vmm_ns / 1e6, (double)r->host_vmm_ns / 1e6,
-           (unsigned long long)r->remaps, (double)r->remap_stall_ns / 1e6,
+           (unsigned long long)r->remaps, (unsigned long long)r->remaps_deferred,
            r->following ? "true" : "false");
     if (row->pol == SIM_VDNN)
         printf(",\"hints\":%s", w->hints ? "true" : "false");

@@ -285,7 +285,7 @@ typedef struct sim_result {
     uint64_t vmm_ns;        /* the VMM queue's busy time */
     uint64_t host_vmm_ns;   /* of it, on host blocks' calls (--evicted host) */
     uint64_t remaps;        /* host blocks mapped at evicted chunks' addresses */
-    uint64_t remap_stall_ns; /* a kernel ready to start, held until the remaps before it end */
+    uint64_t remaps_deferred; /* evictions left on their blocks until the copies out ended */
     bool following; /* the policy followed its schedule at the end */
 } sim_result_t;
 

@@ -64,35 +64,31 @@
  * link instead of faulting; the model charges the VMM calls that costs,
  * on the one serial VMM queue, at their own us per MiB (the host_* figures
  * of Note [Link presets] in simulate.c):
- *   - an eviction, once its device block is unmapped (after its D2H, or at
- *     once for a clean drop) and given back, remaps the chunk: maps its
- *     host block at its addresses, then sets access on it (at the beside-D2H
- *     rate while a copy out is on the wire). Its block is free before the
- *     remap, as swap/ gives the device blocks back before it remaps;
+ *   - an eviction, once its copy has landed (at once for a clean drop),
+ *     unmaps its device block, and once that is done (the block is free
+ *     then, as swap/ gives it back) maps its host block at its addresses
+ *     and sets access on it (at the beside-D2H rate while a copy out is on
+ *     the wire);
  *   - a fetch first unmaps the host block from the chunk's addresses, then
  *     maps a device block and sets access as in the unmapped mode; an
  *     overwrite of a chunk on the host, and a free of one, unmap the host
  *     block alone (its cost charged to the queue; the chunk does not wait
  *     for it, as it waits for no map when it takes a block with no copy);
- *   - with --vmm-order defer, a remap, which nothing waits for, is not
- *     queued while a D2H copy is queued or on the wire (the draft's Note
- *     [Remap beside copies], issue 27): it is deferred, and queued when the
- *     D2H link goes idle. A fetch or a free of a chunk whose remap is
- *     deferred drops the remap (its addresses map nothing to unmap). An
- *     eviction nothing waits for does not start while remaps are deferred
- *     or queued, as for a prefetch's map and set_access: swap/ makes the
- *     calls under its lock, so no copy starts until they return (the draft
- *     has such an eviction's copy flush the deferred remaps first, beside
- *     the copies out still running; holding it back runs them at the idle
- *     rate instead);
- *   - lms remaps every chunk it evicted before an access returns, so that
- *     no access it lets run finds a chunk on the host unmapped: a kernel
- *     whose chunks are in does not start until the remaps deferred or
- *     queued when it became ready have ended (the deferred ones are queued
- *     then, beside whatever copies out run). Rows count that wait as
- *     remap_stall_ms (part of stall_ms).
- * A chunk's remap queued before its fetch runs first (the queue is FIFO),
- * and the fetch then unmaps it. The unmapped mode (the default, as lms
+ *   - with --vmm-order defer, an eviction whose copy lands while another
+ *     copy out is queued or on the wire (Note [Remap beside copies] in
+ *     swap/residency.c) waits, still evicting, on its block: its unmap and
+ *     host map are queued when the D2H link goes idle, or at once when a
+ *     kernel being prepared finds too few free blocks (it waits for them
+ *     then, beside the copies out). Meanwhile its block counts as on its
+ *     way, as an eviction's in flight does; a kernel that names the chunk
+ *     finds it resident (it stays, its host copy current), and a free
+ *     gives its block back at once. An eviction nothing waits for does not
+ *     start while such evictions wait, or their calls are queued, as for a
+ *     prefetch's map and set_access: swap/ makes the calls under its lock,
+ *     so no copy starts until they return. Rows count these evictions as
+ *     remaps_deferred.
+ * A chunk's host map queued before its fetch runs first (the queue is
+ * FIFO), and the fetch then unmaps it. The unmapped mode (the default, as lms
  * until a card has measured the host-mapped one) queues none of these
  * calls, so its rows are the same as before the mode was modelled. The
  * lower bound (Note [Lower bound] in simulate_bound.c) leaves them out:
@@ -307,64 +303,63 @@ static void vmm_push(model_t *s, uint32_t entry)
 static void remap_queue(model_t *s, uint32_t c)
 {
     s->c[c].remap = REMAP_QUEUED;
-    s->remaps_pushed++;
     vmm_push(s, c | VMM_REMAP);
 }
 
-/* Chunk c, evicted to the host, gets its host block mapped at its
- * addresses: now, or once the copies out end. */
-static void remap(model_t *s, uint32_t c)
+/* Chunk c's eviction has no copy left (its D2H landed, or it is a clean
+ * drop): its block is unmapped now (and, with --evicted host, its host
+ * block mapped after), or, when the host block is to be mapped beside a
+ * copy out, it waits on its block, evicting, until the copies out end. */
+static void evicted(model_t *s, uint32_t c)
 {
-    s->remaps_pending++;
-    if (s->cfg->vmm_defer && s->d2h.q.n > 0) {
-        s->c[c].remap = REMAP_DEFERRED;
+    chunk_t *k = &s->c[c];
+    bool host = s->cfg->evicted_host && k->live && k->version != 0;
+    if (host && s->cfg->vmm_defer && s->d2h.q.n > 0) {
+        k->remap = REMAP_DEFERRED;
+        s->remaps_pending++;
+        s->cur.remaps_deferred++;
         model_ring_push(&s->remaps, c);
-    } else {
-        remap_queue(s, c);
+        return;
     }
+    if (host) {
+        k->remap = REMAP_UNMAP;
+        s->remaps_pending++;
+    }
+    vmm_push(s, c | VMM_UNMAP);
 }
 
 void model_flush_remaps(model_t *s)
 {
     while (s->remaps.n > 0) {
         uint32_t c = model_ring_pop(&s->remaps);
-        if (s->c[c].remap == REMAP_DEFERRED)
-            remap_queue(s, c);
+        if (s->c[c].remap == REMAP_DEFERRED) {
+            s->c[c].remap = REMAP_UNMAP;
+            vmm_push(s, c | VMM_UNMAP);
+        }
     }
+}
+
+/* Chunk c waits on its block (REMAP_DEFERRED) and is touched or freed: it
+ * is resident again, its host copy current. */
+static void unretire(model_t *s, uint32_t c)
+{
+    chunk_t *k = &s->c[c];
+    k->remap = REMAP_NONE; /* its entry in s->remaps goes stale */
+    s->remaps_pending--;
+    s->evicting--;
+    k->state = RESIDENT;
+    k->dirty = false;
+    update_cand(s, c);
 }
 
 /* Chunk c leaves the host (fetch: by a fetch, whose entry unmaps the host
- * block itself): a deferred remap is dropped; else the host block is
- * unmapped from its addresses, once it is mapped there. */
+ * block itself): the host block is unmapped from its addresses, once it is
+ * mapped there. */
 static void host_leave(model_t *s, uint32_t c, bool fetch)
 {
     chunk_t *k = &s->c[c];
-    if (k->remap == REMAP_DEFERRED) {
-        k->remap = REMAP_NONE; /* its entry in s->remaps goes stale */
-        s->remaps_pending--;
-    } else if (!fetch && (k->remap == REMAP_QUEUED || k->va_host)) {
+    if (!fetch && (k->remap == REMAP_QUEUED || k->va_host))
         vmm_push(s, c | VMM_HUNMAP);
-    }
-}
-
-/* Whether the prepared kernel, its chunks in, waits for the remaps lms
- * makes before an access returns: those deferred or queued when it became
- * ready (the deferred ones are queued now). */
-static bool remaps_hold(model_t *s)
-{
-    if (!s->remap_held) {
-        if (s->remaps_pending == 0)
-            return false;
-        model_flush_remaps(s);
-        s->remap_wait = s->remaps_pushed;
-        s->stall_since = s->now;
-        s->remap_held = true;
-    }
-    if (s->remaps_landed < s->remap_wait)
-        return true;
-    s->remap_held = false;
-    s->cur.remap_stall_ns += s->now - s->stall_since;
-    return false;
 }
 
 /* -- chunk transitions -- */
@@ -422,7 +417,7 @@ void model_evict(model_t *s, uint32_t c)
         model_invariant(k->version == 0 || k->host_version == k->version, s, c,
                   "a clean drop of data the host does not have");
         s->cur.clean_drops++;
-        vmm_push(s, c | VMM_UNMAP);
+        evicted(s, c);
     }
 }
 
@@ -456,7 +451,7 @@ static void d2h_done(model_t *s, uint32_t c)
     }
     k->host_version = k->dev_version;
     k->dirty = false;
-    vmm_push(s, c | VMM_UNMAP);
+    evicted(s, c);
 }
 
 static void vmm_done(model_t *s, uint32_t entry)
@@ -465,15 +460,18 @@ static void vmm_done(model_t *s, uint32_t entry)
     chunk_t *k = &s->c[c];
     if ((entry & VMM_KIND) == VMM_UNMAP) {
         s->evicting--;
-        bool keep = k->live && !k->discard && k->version != 0;
+        bool keep = k->live && !k->discard && k->version != 0, remap = k->remap == REMAP_UNMAP;
         k->discard = false;
+        k->remap = REMAP_NONE;
         release_block(s, c);
         if (keep) {
             model_invariant(k->host_version == k->version, s, c, "evicted data lost");
             k->state = HOST;
-            if (s->cfg->evicted_host)
-                remap(s, c);
         }
+        if (keep && remap)
+            remap_queue(s, c);
+        else if (remap)
+            s->remaps_pending--;
         return;
     }
     if ((entry & VMM_KIND) == VMM_REMAP) {
@@ -481,7 +479,6 @@ static void vmm_done(model_t *s, uint32_t entry)
         k->remap = REMAP_NONE;
         k->va_host = true;
         s->remaps_pending--;
-        s->remaps_landed++;
         s->cur.remaps++;
         return;
     }
@@ -538,6 +535,8 @@ static void do_free(model_t *s, const sim_tensor_t *t)
         k->ahead = false;
         model_set_queued(s, c, false);
         k->version = 0;
+        if (k->state == EVICTING && k->remap == REMAP_DEFERRED)
+            unretire(s, c); /* and its block goes, as a resident one's */
         if (k->state == HOST) {
             host_leave(s, c, false);
             k->state = UNBACKED;
@@ -617,6 +616,8 @@ static void demand(model_t *s)
     bool all = true;
     for (size_t i = pr->backed; i < pr->n; i++) {
         uint32_t c = pr->chunk[i];
+        if (s->c[c].state == EVICTING && s->c[c].remap == REMAP_DEFERRED)
+            unretire(s, c); /* touched while it waits on its block: it stays */
         uint8_t st = s->c[c].state;
         if (st == RESIDENT || st == FETCHING) {
             if (all)
@@ -632,6 +633,8 @@ static void demand(model_t *s)
             short_of++;
     }
     s->waiting = short_of;
+    if (short_of > 0) /* what waits on its block goes now, beside the copies out */
+        model_flush_remaps(s);
     for (uint32_t need = short_of > s->evicting ? short_of - s->evicting : 0;
          need > 0 && s->ncand > 0; need--)
         model_evict(s, model_victim(s));
@@ -725,7 +728,7 @@ static void schedule(model_t *s)
         bool moved = advance_cursor(s);
         if (s->prep.op >= 0) {
             demand(s);
-            if (s->run.op < 0 && prep_ready(s) && !remaps_hold(s)) {
+            if (s->run.op < 0 && prep_ready(s)) {
                 start_kernel(s);
                 moved = true;
             }

@@ -26,7 +26,9 @@ _Static_assert(SIM_MAX_PLACED <= VMM_REMAP, "chunk ids overlap a VMM queue entry
 enum { VMM_MAP, VMM_ACCESS, VMM_UNMAP_CALL, VMM_HMAP, VMM_HACCESS, VMM_HUNMAP_CALL };
 
 /* Where an evicted chunk's host remap is (--evicted host). */
-enum { REMAP_NONE, REMAP_DEFERRED, REMAP_QUEUED };
+/* DEFERRED: EVICTING, its copy done, on its block until the copies out end;
+ * UNMAP: its block's unmap queued, the host map follows; QUEUED: that. */
+enum { REMAP_NONE, REMAP_DEFERRED, REMAP_UNMAP, REMAP_QUEUED };
 
 /* A chunk goes through swap/'s states (swap/need.h). */
 
@@ -97,11 +99,7 @@ typedef struct model {
     uint32_t vmm_fetches; /* fetches' entries in the VMM queue (map and set_access) */
     bool vmm_deferred;  /* a prefetch waits for the D2H link to go idle (vmm_defer_ahead) */
     ring_t remaps;        /* chunks whose remap is deferred (and stale entries) */
-    uint32_t remaps_pending; /* remaps deferred or queued */
-    uint64_t remaps_pushed, remaps_landed; /* remaps queued and done, ever */
-    uint64_t remap_wait;  /* the prepared kernel starts once remaps_landed reaches it */
-    uint64_t stall_since; /* when it was first held for them */
-    bool remap_held;      /* it is held for them */
+    uint32_t remaps_pending; /* remaps deferred, or their unmap or host map queued */
     ring_t pq;            /* prefetched chunks waiting for a block (and stale entries) */
     uint32_t queued;      /* chunks waiting in pq */
     uint64_t h2d_pending; /* bytes to the device issued and not landed */
@@ -126,7 +124,8 @@ uint32_t model_ring_pop(ring_t *r);
 void model_take_block(model_t *s, uint32_t c, bool needs);
 /* Starts evicting resident chunk c. */
 void model_evict(model_t *s, uint32_t c);
-/* Queues the remaps deferred while copies ran out (--evicted host). */
+/* Queues the unmaps and host maps of the evictions deferred while copies
+ * ran out (--evicted host). */
 void model_flush_remaps(model_t *s);
 void model_set_queued(model_t *s, uint32_t c, bool queued);
 /* policy_access at the simulated now. */
