@@ -195,9 +195,7 @@ static lms_status_t set_access(void *self, dev_addr_t va, size_t size)
     return LMS_OK;
 }
 
-/* Note [Host blocks on cuda]. Once the device's node is refused, every later
- * host block is made anywhere, so that one kind of access descriptor opens
- * all of them (set_access_host). */
+/* Note [Host blocks on cuda]: of the kind the open chose. */
 static lms_status_t host_block_create(void *self, dev_block_t *block)
 {
     cuda_t *c = self;
@@ -205,23 +203,10 @@ static lms_status_t host_block_create(void *self, dev_block_t *block)
     if (status != LMS_OK)
         return status;
     CUmemGenericAllocationHandle h = 0;
-    CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (!atomic_load_explicit(&c->host_any, memory_order_relaxed)) {
-        r = c->drv.cuMemCreate(&h, c->granularity, &c->host_prop, 0);
-        if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE && r != CUDA_ERROR_NOT_SUPPORTED)
-            return dev_cuda_fail(r, "cuMemCreate(%zu bytes, pinned, host NUMA node %d)",
-                                 c->granularity, c->host_prop.location.id);
-    }
-    if (r != CUDA_SUCCESS) {
-        r = c->drv.cuMemCreate(&h, c->granularity, &c->host_any_prop, 0);
-        if (r != CUDA_SUCCESS)
-            return dev_cuda_fail(r, "cuMemCreate(%zu bytes, pinned, host; NUMA node %d refused)",
-                                 c->granularity, c->host_prop.location.id);
-        if (!atomic_exchange(&c->host_any, true))
-            base_log(BASE_LOG_INFO, "cuda: device %d: host NUMA node %d refused a host block; "
-                     "host blocks are made anywhere on the host", c->ordinal,
-                     c->host_prop.location.id);
-    }
+    CUresult r = c->drv.cuMemCreate(&h, c->granularity, &c->host_prop, 0);
+    if (r != CUDA_SUCCESS)
+        return dev_cuda_fail(r, "cuMemCreate(%zu bytes, pinned, %s)", c->granularity,
+                             c->host_where);
     *block = h;
     return LMS_OK;
 }
@@ -233,11 +218,9 @@ static lms_status_t set_access_host(void *self, dev_addr_t va, size_t size)
     lms_status_t status = cuda_use_context(c);
     if (status != LMS_OK)
         return status;
-    const CUmemAllocationProp *prop =
-        atomic_load_explicit(&c->host_any, memory_order_relaxed) ? &c->host_any_prop
-                                                                 : &c->host_prop;
     CUmemAccessDesc access[2] = {
-        c->access, {.location = prop->location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE}};
+        c->access,
+        {.location = c->host_prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE}};
     CUresult r = c->drv.cuMemSetAccess(va, size, access, 2);
     if (r != CUDA_SUCCESS)
         return dev_cuda_fail(r, "cuMemSetAccess(va 0x%" PRIx64 ", %zu bytes, read/write for device "
@@ -367,21 +350,50 @@ static int host_numa_node(cuda_t *c)
  * not know the attribute (before CUDA 12.2) fails the query: no host blocks.
  *
  * A node can be refused at cuMemCreate all the same (a node without CPUs:
- * NVIDIA/nccl#2190): then host blocks are made with CU_MEM_LOCATION_TYPE_HOST,
- * anywhere on the host, from then on, and set_access_host opens them to the
- * CPU with a descriptor of that type; with HOST_NUMA blocks the CPU's
- * descriptor is HOST_NUMA (cuda.h: its id is ignored there). An out of
- * memory on the node is reported as one, not made anywhere: host blocks on
- * another node would still work, but the link to them is slower. None of
- * this has run on a GPU yet (issue 27).
+ * NVIDIA/nccl#2190). So the open makes one host block there and releases
+ * it: if the node is refused (CUDA_ERROR_INVALID_VALUE or NOT_SUPPORTED),
+ * host blocks are made with CU_MEM_LOCATION_TYPE_HOST, anywhere on the host,
+ * where that location's granularity divides the block size and a block can
+ * be made there too. The kind is chosen once, before any block exists, so
+ * that set_access_host opens every block with the one descriptor that fits
+ * it (HOST_NUMA blocks take a HOST_NUMA descriptor, cuda.h: its id is
+ * ignored there; HOST blocks a HOST one). Any other failure (an out of
+ * memory on the node among them) means no host blocks, with the driver's
+ * word: host blocks on another node would work, but the link to them is
+ * slower. None of this has run on a GPU yet (issue 27).
  */
+/* Whether host blocks of c->host_prop's kind fit the block size and can be
+ * made (one is, and released); if not, why, in why. The driver's result
+ * of the cuMemCreate in *made. */
+static bool host_kind_works(cuda_t *c, char *why, size_t nwhy, CUresult *made)
+{
+    char err[64];
+    size_t host_granularity = 0;
+    *made = CUDA_SUCCESS;
+    CUresult r = c->drv.cuMemGetAllocationGranularity(&host_granularity, &c->host_prop,
+                                                      CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS) {
+        dev_cuda_error_text(r, err, sizeof err);
+        snprintf(why, nwhy, "no allocation granularity %.40s: %.40s", c->host_where, err);
+        return false;
+    }
+    if (host_granularity == 0 || c->granularity % host_granularity != 0) {
+        snprintf(why, nwhy, "host granularity %zu %.40s does not divide the block size %zu",
+                 host_granularity, c->host_where, c->granularity);
+        return false;
+    }
+    CUmemGenericAllocationHandle h = 0;
+    if ((*made = c->drv.cuMemCreate(&h, c->granularity, &c->host_prop, 0)) != CUDA_SUCCESS) {
+        dev_cuda_error_text(*made, err, sizeof err);
+        snprintf(why, nwhy, "cuMemCreate of a host block %.40s: %.40s", c->host_where, err);
+        return false;
+    }
+    (void)c->drv.cuMemRelease(h);
+    return true;
+}
+
 static void host_blocks_support(cuda_t *c, dev_info_t *info)
 {
-    c->host_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    c->host_prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-    c->host_prop.location.id = info->host_numa_node >= 0 ? info->host_numa_node : 0;
-    c->host_any_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    c->host_any_prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
     char *why = info->host_blocks_why;
     size_t nwhy = sizeof info->host_blocks_why;
     int supported = 0;
@@ -397,20 +409,29 @@ static void host_blocks_support(cuda_t *c, dev_info_t *info)
         snprintf(why, nwhy, "the device does not support VMM allocations on a host NUMA node");
         return;
     }
-    size_t host_granularity = 0;
-    r = c->drv.cuMemGetAllocationGranularity(&host_granularity, &c->host_prop,
-                                             CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-    if (r != CUDA_SUCCESS) {
-        dev_cuda_error_text(r, err, sizeof err);
-        snprintf(why, nwhy, "no allocation granularity on host NUMA node %d: %s",
-                 c->host_prop.location.id, err);
+    int node = info->host_numa_node >= 0 ? info->host_numa_node : 0;
+    c->host_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    c->host_prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    c->host_prop.location.id = node;
+    snprintf(c->host_where, sizeof c->host_where, "on host NUMA node %d", node);
+    CUresult made;
+    if (host_kind_works(c, why, nwhy, &made))
+        return (void)(info->host_blocks = true);
+    if (made != CUDA_ERROR_INVALID_VALUE && made != CUDA_ERROR_NOT_SUPPORTED)
+        return; /* not a refusal of the node: why says what */
+    char refused[128];
+    snprintf(refused, sizeof refused, "%s", why);
+    c->host_prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    c->host_prop.location.id = 0;
+    snprintf(c->host_where, sizeof c->host_where, "anywhere on the host (node %d refused)", node);
+    if (!host_kind_works(c, why, nwhy, &made)) {
+        char anywhere[128];
+        snprintf(anywhere, sizeof anywhere, "%s", why);
+        snprintf(why, nwhy, "%.60s; %.60s", refused, anywhere);
         return;
     }
-    if (host_granularity == 0 || c->granularity % host_granularity != 0) {
-        snprintf(why, nwhy, "host granularity %zu does not divide the block size %zu",
-                 host_granularity, c->granularity);
-        return;
-    }
+    base_log(BASE_LOG_INFO, "cuda: device %d: %s; host blocks are made anywhere on the host",
+             c->ordinal, refused);
     info->host_blocks = true;
 }
 
@@ -474,7 +495,6 @@ lms_status_t dev_cuda_open(int ordinal, dev_layer_t *out, dev_info_t *info)
     c->ordinal = ordinal;
     c->id = atomic_fetch_add(&next_id, 1);
     atomic_init(&c->observing, false);
-    atomic_init(&c->host_any, false);
     atomic_init(&c->next_poll_ns, 0);
     if (pthread_mutex_init(&c->lock, NULL) != 0) {
         status = base_fail(LMS_ERR_SYSTEM, "cuda: pthread_mutex_init failed");

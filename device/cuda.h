@@ -61,10 +61,10 @@ typedef struct cuda {
     int high_priority; /* the device's greatest stream priority */
     CUmemAllocationProp block_prop; /* one pinned block on this device */
     CUmemAccessDesc access;         /* read/write for this device */
-    CUmemAllocationProp host_prop;  /* one host block on the device's NUMA node: Note [Host
+    CUmemAllocationProp host_prop;  /* one host block, on the device's NUMA node or, that
+                                       refused, anywhere: chosen at the open, Note [Host
                                        blocks on cuda] */
-    CUmemAllocationProp host_any_prop; /* one host block anywhere on the host */
-    atomic_bool host_any;           /* the node was refused: host blocks use host_any_prop */
+    char host_where[48];            /* which, in words */
 
     pthread_mutex_t lock;         /* guards `adopted` */
     CUstream *adopted;            /* the program's streams adopted, once per adoption */
