@@ -17,7 +17,9 @@
  *                 block is no device memory: it is counted apart, maps where
  *                 a block maps, and is the only memory set_access_host takes;
  *                 with full validation, a reservation's host blocks opened to
- *                 the CPU are the only part of it a copy takes as host memory;
+ *                 the CPU are the only part of it a copy takes as host memory,
+ *                 and one copy's range stays in one of them unless the
+ *                 device says it may span them (info.host_block_runs);
  *   host ranges   registered with host_register;
  *   the observer  set_observer's: the layer below reports its own streams,
  *                 and the observer is told the handles that name them.
@@ -211,6 +213,11 @@ lms_status_t check_copy_host(check_t *c, const char *op, const void *p, size_t n
                          "%s: host range [%p, +%zu) is in a reservation of this device, and "
                          "0x%llx there is no host block opened to the CPU by set_access_host",
                          op, p, n, (unsigned long long)closed);
+    if (r != NULL && !c->host_runs && (a - r->base) / c->granularity !=
+                                          (a + n - 1 - r->base) / c->granularity)
+        return base_fail(LMS_ERR_INVALID,
+                         "%s: host range [%p, +%zu) spans host blocks, and this device does not "
+                         "copy across them (info.host_block_runs)", op, p, n);
     return LMS_OK;
 }
 
@@ -696,6 +703,7 @@ lms_status_t dev_check_open(dev_layer_t inner, const dev_info_t *info, bool full
     c->granularity = info->granularity;
     c->full = full;
     c->host_ok = info->host_blocks;
+    c->host_runs = info->host_block_runs;
     snprintf(c->host_why, sizeof c->host_why, "%s", info->host_blocks_why);
     uint64_t tag = (uint64_t)(atomic_fetch_add(&next_tag, 1) % 0xffff + 1) << 48;
     handle_table_init(&c->blocks, HANDLE_BLOCK, tag);

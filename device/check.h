@@ -35,6 +35,7 @@ typedef struct check {
     size_t mapped_blocks; /* granules with a block mapped, over all reservations */
     size_t mapped_host_blocks; /* the same for host blocks */
     bool host_ok;         /* the device's info.host_blocks */
+    bool host_runs;       /* its info.host_block_runs */
     char host_why[sizeof ((dev_info_t *)0)->host_blocks_why]; /* its info.host_blocks_why */
     host_range_t *host;
     size_t nhost, caphost;

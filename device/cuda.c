@@ -360,7 +360,11 @@ static int host_numa_node(cuda_t *c)
  * ignored there; HOST blocks a HOST one). Any other failure (an out of
  * memory on the node among them) means no host blocks, with the driver's
  * word: host blocks on another node would work, but the link to them is
- * slower. None of this has run on a GPU yet (issue 27).
+ * slower. Whether one copy may read or write across adjacent host blocks
+ * mapped in one reservation (as it may across device blocks) is not known
+ * until a card shows it: info.host_block_runs stays false, and swap/ copies
+ * a host-mapped chunk at a time. None of this has run on a GPU yet (issue
+ * 27).
  */
 /* Whether host blocks of c->host_prop's kind fit the block size and can be
  * made (one is, and released); if not, why, in why. The driver's result

@@ -110,6 +110,9 @@ typedef struct dev_info {
     int host_numa_node;   /* NUMA node of host memory nearest the device; -1 unknown */
     bool host_blocks;     /* host blocks (host_block_create) can be made and mapped here */
     char host_blocks_why[128]; /* without host_blocks, why not, in a few words; else "" */
+    bool host_block_runs; /* a copy's host range may span adjacent host blocks mapped in one
+                             reservation; else each copy stays in one (cuda: not until a
+                             card has shown it works, issue 27) */
     bool has_kernels;     /* the kernels table's kernels run here: set by its open
                              (dev_kernels_t); false without one */
 } dev_info_t;
@@ -313,6 +316,7 @@ typedef struct dev_config {
                                              0 = as sim_vmm_us_per_mib */
     bool sim_no_host_blocks; /* sim: a device without host blocks (info.host_blocks false),
                                 as a GPU that cannot make them */
+    bool sim_no_host_block_runs; /* sim: info.host_block_runs false, as cuda's */
     dev_checks_t checks;    /* how much the check layer checks (DEV_CHECKS_DEFAULT:
                                LMS_DEVICE_CHECKS) */
     bool fault_injection;   /* put the fault layer into the stack */

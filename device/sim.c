@@ -876,6 +876,7 @@ lms_status_t dev_sim_open(const dev_config_t *cfg, dev_layer_t *out, dev_info_t 
         .granularity = sim->granularity,
         .host_numa_node = nearest_numa_node(),
         .host_blocks = !cfg->sim_no_host_blocks,
+        .host_block_runs = !cfg->sim_no_host_block_runs,
     };
     if (cfg->sim_no_host_blocks)
         snprintf(info->host_blocks_why, sizeof info->host_blocks_why,

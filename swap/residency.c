@@ -201,9 +201,13 @@ lms_status_t resid_host_slot(char **out)
     return st;
 }
 
-/* How many of the chunks from c on (at most n) have adjacent host copies. */
+/* How many of the chunks from c on (at most n) have adjacent host copies
+ * that one copy may span: one where they are host blocks the device does
+ * not copy across (dev_info_t.host_block_runs). */
 size_t resid_host_run(size_t c, size_t n)
 {
+    if (resid_host_mode() && !S->dev->info.host_block_runs)
+        return 1;
     size_t k = 1;
     while (k < n && S->chunks.ch[c + k].host == S->chunks.ch[c + k - 1].host + S->chunk)
         k++;

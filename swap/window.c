@@ -419,10 +419,9 @@ static lms_status_t fetch_piece(const uint32_t *u, size_t i, size_t j, xfer_t **
             i++;
             continue;
         }
-        size_t e = i + 1;
-        while (e < j && S->chunks.ch[u[e]].state == HOST &&
-               (S->chunks.ch[u[e]].acc & ACC_NEED_DATA) &&
-               S->chunks.ch[u[e]].host == S->chunks.ch[u[e - 1]].host + S->chunk)
+        size_t e = i + 1, most = resid_host_run(u[i], j - i); /* one copy may span them */
+        while (e < j && e - i < most && S->chunks.ch[u[e]].state == HOST &&
+               (S->chunks.ch[u[e]].acc & ACC_NEED_DATA) && u[e] == u[e - 1] + 1)
             e++;
         if (*x == NULL && (st = xfer_new(&S->xfers, x)) != LMS_OK)
             break;

@@ -47,9 +47,10 @@
 #   first 2   env build_lib gpt2_oversub
 #   first 3   env build_bench remap gpt2_uvm calibrate swap (issue 26: unified
 #             memory, the peer, beside lms, and the simulator's calibration)
-#   first 4   env build_host host_numa swap_modes test_swap_host stress_host unseen_host
-#             (issue 27: host-mapped eviction; the last three skip until the
-#             mode is built)
+#   first 4   env build_host host_numa test_host_blocks swap_modes test_swap_host stress_host
+#             unseen_host (issue 27: host-mapped eviction; test_host_blocks's
+#             host_block_runs says whether one copy may span host blocks on
+#             cuda, which swap/ avoids until it has: dev_info_t.host_block_runs)
 # From the repository root, in the device tool's run:
 #   eval "$(sh .deps/deps.sh unpack .deps /opt/lmsdeps)" && sh tools/gpu-session.sh "$OUT" first 1
 #
@@ -147,8 +148,8 @@ plan() {
     # and stress_host (the 200 000 operations took 44 s unmapped). About
     # 400 s in all, under the 520 s deadline; host_numa first, as the rest
     # may not run yet.
-    first:4) echo env:30 build_host:150 host_numa:120 swap_modes:240 test_swap_host:120 \
-        stress_host:120 unseen_host:30 ;;
+    first:4) echo env:30 build_host:150 host_numa:120 test_host_blocks:30 swap_modes:240 \
+        test_swap_host:120 stress_host:120 unseen_host:30 ;;
     *) return 1 ;;
     esac
 }
@@ -228,7 +229,7 @@ step_build() {
             cmake --build "$B" -j"$(nproc)" --target uvm_alloc
     elif [ "$1" = build_host ]; then # what plan first 4 runs
         cmake --build "$B" -j"$(nproc)" --target lms lms-info bench_swap bench_host_numa \
-            test_swap stress test_unseen
+            test_swap stress test_unseen test_host_blocks
     else
         cmake --build "$B" -j"$(nproc)"
     fi

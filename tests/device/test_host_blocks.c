@@ -154,6 +154,63 @@ Test(host_blocks, copies_and_kernels_reach_a_host_block_through_its_va)
     free(buf);
 }
 
+/* One copy each way across two host blocks mapped side by side in one
+ * reservation, as swap/ copies a run of chunks evicted together where
+ * dev_info_t.host_block_runs says a device can. Run whatever the device
+ * says, with handle checks only (full ones refuse it where the device
+ * says no): on a GPU this is what shows whether cuda can, and cuda's
+ * host_block_runs may say yes once it has passed there (issue 27). */
+static void open_handles(void)
+{
+    dev_config_t cfg = test_config();
+    cfg.checks = DEV_CHECKS_HANDLES;
+    dev = test_open(&cfg);
+}
+
+TestSuite(host_block_runs, .init = open_handles, .fini = close_dev);
+
+Test(host_block_runs, one_copy_spans_adjacent_host_blocks)
+{
+    require_host_blocks();
+    size_t g = dev->info.granularity;
+    cr_log_info("%s says host_block_runs %d", dev->info.backend, (int)dev->info.host_block_runs);
+    if (test_is_sim(dev))
+        cr_assert(dev->info.host_block_runs, "the sim copies across them");
+    test_run_t run = test_run_map(dev, 2);
+    dev_addr_t va;
+    dev_block_t b[2];
+    TEST_OK(dev_va_reserve(dev, 2 * g, &va));
+    for (int i = 0; i < 2; i++) {
+        TEST_OK(dev_host_block_create(dev, &b[i]));
+        TEST_OK(dev_map(dev, va + (dev_addr_t)i * g, b[i]));
+    }
+    TEST_OK(dev_set_access_host(dev, va, 2 * g));
+    unsigned char *p = (unsigned char *)(uintptr_t)va, *buf = malloc(4 * g);
+    cr_assert_not_null(buf);
+    dev_stream_t *s;
+    TEST_OK(dev_stream_create(dev, DEV_PRIORITY_NORMAL, &s));
+    dev_fill_ref(buf, 2 * g, 3);
+    TEST_OK(dev_copy_h2d(dev, s, run.base, buf, 2 * g));
+    TEST_OK(dev_copy_d2h(dev, s, p, run.base, 2 * g)); /* into both host blocks */
+    TEST_OK(dev_stream_synchronize(dev, s));
+    cr_assert(memcmp(p, buf, 2 * g) == 0, "one D2H copy filled both host blocks");
+    dev_fill_ref(p, 2 * g, 4);
+    TEST_OK(dev_copy_h2d(dev, s, run.base, p, 2 * g)); /* out of both */
+    TEST_OK(dev_copy_d2h(dev, s, buf + 2 * g, run.base, 2 * g));
+    TEST_OK(dev_stream_synchronize(dev, s));
+    dev_fill_ref(buf, 2 * g, 4);
+    cr_assert(memcmp(buf + 2 * g, buf, 2 * g) == 0, "one H2D copy read both host blocks");
+    TEST_OK(dev_stream_destroy(dev, s));
+    for (int i = 0; i < 2; i++) {
+        TEST_OK(dev_unmap(dev, va + (dev_addr_t)i * g, g));
+        TEST_OK(dev_block_release(dev, b[i]));
+    }
+    TEST_OK(dev_va_free(dev, va, 2 * g));
+    test_run_unmap(dev, &run);
+    cr_assert_eq(live_total(), 0, "nothing is left alive");
+    free(buf);
+}
+
 Test(host_blocks, a_host_block_maps_again_after_an_unmap_and_at_two_vas)
 {
     require_host_blocks();

@@ -44,11 +44,10 @@ TestSuite(unseen_sim, .fini = stop, .timeout = 300);
 
 static dev_addr_t addr(const void *p) { return (dev_addr_t)(uintptr_t)p; }
 
-/* Starts lms with a device of LIMIT_CHUNKS chunks and LMS_EVICTED = evicted;
- * returns swap_init's status. */
-static lms_status_t start(const char *evicted)
+/* Starts lms with a device of LIMIT_CHUNKS chunks and LMS_EVICTED = evicted,
+ * on dc; returns swap_init's status. */
+static lms_status_t start_on(dev_config_t dc, const char *evicted)
 {
-    dev_config_t dc = test_config();
     dev_device_t *probe = test_open(&dc); /* skips when there is no device */
     chunk = probe->info.granularity;
     sim = test_is_sim(probe);
@@ -64,6 +63,8 @@ static lms_status_t start(const char *evicted)
     cr_assert(expect != NULL && got != NULL);
     return swap_init(&cfg);
 }
+
+static lms_status_t start(const char *evicted) { return start_on(test_config(), evicted); }
 
 /* Where pointer i points: the first word, the last, and words between. */
 static size_t word_offset(size_t i) { return (chunk / 8 - 1) * i / (NPTRS - 1) * 8; }
@@ -202,4 +203,48 @@ Test(unseen, an_unseen_access_to_an_evicted_chunk_reads_and_writes_its_bytes_in_
     }
     cr_assert(memcmp(got, expect, chunk) == 0,
               "the chunk holds the kernel's writes and its other bytes as filled");
+}
+
+/* A device that does not copy across host blocks (dev_info_t.host_block_runs
+ * false, as cuda's until a card shows it can): every copy of a host-mapped
+ * chunk stays in its own host block, which the check layer's full checks
+ * enforce, and a run of chunks evicted and fetched together keeps its data. */
+#define RUN 3
+
+Test(unseen_sim, host_copies_stay_in_one_host_block_where_the_device_says_so)
+{
+    dev_config_t dc = test_config();
+    dc.sim_no_host_block_runs = true;
+    dc.checks = DEV_CHECKS_FULL;
+    TEST_OK(start_on(dc, "host"));
+    dev_device_t *dev = swap_device();
+    dev_stream_t *ds = swap_stream(NULL);
+    cr_assert(!dev->info.host_block_runs, "the sim was asked to say so");
+    unsigned char *run = NULL;
+    TEST_OK(lms_malloc((void **)&run, RUN * chunk, NULL));
+    for (int round = 0; round < 2; round++) {
+        TEST_OK(lms_access(run, RUN * chunk, round == 0 ? LMS_OVERWRITE : LMS_WRITE, NULL));
+        for (size_t i = 0; i < RUN; i++)
+            TEST_OK(dev_fill(dev, ds, addr(run + i * chunk), chunk, SEED + 10 * round + i));
+        void *other = NULL; /* the device's worth: the run goes out together */
+        TEST_OK(lms_malloc(&other, LIMIT_CHUNKS * chunk, NULL));
+        TEST_OK(lms_access(other, LIMIT_CHUNKS * chunk, LMS_OVERWRITE, NULL));
+        TEST_OK(lms_stream_synchronize(NULL));
+        swap_chunk_state_t where;
+        TEST_OK(swap_chunk_state(run + chunk, &where));
+        cr_assert_eq(where, SWAP_CHUNK_HOST, "the run was evicted (state %d)", (int)where);
+        TEST_OK(lms_free(other, NULL));
+        for (size_t i = 0; i < RUN; i++) { /* fetched back together, then read */
+            if (i == 0)
+                TEST_OK(lms_access(run, RUN * chunk, LMS_READ, NULL));
+            read_back(run + i * chunk, chunk, got);
+            dev_fill_ref(expect, chunk, SEED + 10 * round + i);
+            cr_assert(memcmp(got, expect, chunk) == 0, "chunk %zu of the run kept its data "
+                      "in round %d", i, round);
+        }
+    }
+    lms_stats_t st;
+    TEST_OK(lms_stats(&st));
+    cr_assert_geq(st.evictions, 2 * RUN, "the run was evicted twice (%llu evictions)",
+                  (unsigned long long)st.evictions);
 }
