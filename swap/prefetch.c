@@ -223,9 +223,13 @@ static void prefetch(void)
 
 void resid_prefetch(void)
 {
+    bool d2h_idle = !transfers_d2h_copying(&S->xfers);
+    if (d2h_idle && S->pf.remaps > 0)
+        resid_host_flush(); /* evictions waiting on their blocks end (Note [Remap beside copies]
+                               in residency.c), should no copy's end have ended them */
     if (!resid_by_schedule() || S->host == NULL)
         return;
-    if (!transfers_d2h_copying(&S->xfers))
+    if (d2h_idle)
         S->pf.vmm_deferred = false; /* what was deferred runs now, or is no longer wanted */
     prefetch();
     if (S->cfg.evict_ahead)
