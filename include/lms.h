@@ -25,6 +25,19 @@ extern "C" {
 
 #define LMS_API __attribute__((visibility("default")))
 
+/* The version of this header. CMakeLists.txt's project(lms VERSION ...) is the
+ * same three numbers (configuring fails where they differ): the build's one
+ * version. */
+#define LMS_VERSION_MAJOR 0
+#define LMS_VERSION_MINOR 1
+#define LMS_VERSION_PATCH 0
+#define LMS_VERSION_TEXT_(n) #n
+#define LMS_VERSION_TEXT(n) LMS_VERSION_TEXT_(n)
+/* "MAJOR.MINOR.PATCH", made of the three above ("0.1.0") */
+#define LMS_VERSION                                                                          \
+    LMS_VERSION_TEXT(LMS_VERSION_MAJOR) "." LMS_VERSION_TEXT(LMS_VERSION_MINOR) "."          \
+        LMS_VERSION_TEXT(LMS_VERSION_PATCH)
+
 typedef enum lms_status {
     LMS_OK = 0,
     LMS_NOT_READY,         /* the queried work has not finished yet (not a failure) */
@@ -38,6 +51,11 @@ typedef enum lms_status {
 
 /* A short, constant description of a status ("invalid argument"). Never NULL. */
 LMS_API const char *lms_status_str(lms_status_t status);
+
+/* The version of the liblms.so running ("0.1.0"), which is LMS_VERSION of the
+ * lms.h it was built with: a program built against another version's header
+ * can tell. Never NULL, never fails, needs no lms_init. */
+LMS_API const char *lms_version(void);
 
 /* The message of the last failure on the calling thread, naming the call and
  * its arguments (and the driver's error name for LMS_ERR_DEVICE). Valid until
@@ -246,6 +264,13 @@ typedef struct lms_stats {
 #undef LMS_STATS_FIELD_
 } lms_stats_t;
 LMS_API lms_status_t lms_stats(lms_stats_t *stats);
+
+/* The names of lms_stats_t's fields, in order ("bytes_h2d", ...): *names gets
+ * a constant array of *count names, field i of lms_stats_t being the uint64_t
+ * at offset 8 * i, so that a binding (ctypes, say) reads the struct of the
+ * liblms.so it loaded without a copy of LMS_STATS_FIELDS. Needs no lms_init.
+ * LMS_ERR_INVALID for a NULL argument. */
+LMS_API lms_status_t lms_stats_fields(const char *const **names, size_t *count);
 
 /* Streams of lms's device. Destroying a stream lets its queued work finish. */
 LMS_API lms_status_t lms_stream_create(lms_stream_t *stream);

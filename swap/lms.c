@@ -10,6 +10,7 @@
  *   residency   residency.c, window.c, evict.c, prefetch.c, reclaim.c: the
  *               block pool, fetch, evict, access windows, the reclaim thread;
  *   alloc/      placement.
+ * lms_version and lms_stats_fields, constants, take no lock.
  * What is left here is malloc's own: placing within the capacity, the order
  * of its retries, and its out-of-memory message.
  *
@@ -659,6 +660,27 @@ lms_status_t lms_stats(lms_stats_t *out)
     }
     leave();
     return st;
+}
+
+/* ---- the version and the stats' names: constants, no lock ------------------------ */
+
+const char *lms_version(void) { return LMS_VERSION; }
+
+lms_status_t lms_stats_fields(const char *const **names, size_t *count)
+{
+    static const char *const fields[] = {
+#define STATS_NAME(f) #f,
+        LMS_STATS_FIELDS(STATS_NAME)
+#undef STATS_NAME
+    };
+    _Static_assert(sizeof fields / sizeof *fields * sizeof(uint64_t) == sizeof(lms_stats_t),
+                   "lms_stats_t is its uint64_t fields, in LMS_STATS_FIELDS's order, no padding");
+    if (names == NULL || count == NULL)
+        return base_fail(LMS_ERR_INVALID, "lms_stats_fields: NULL %s",
+                         names == NULL ? "names" : "count");
+    *names = fields;
+    *count = sizeof fields / sizeof *fields;
+    return LMS_OK;
 }
 
 /* ---- swap.h --------------------------------------------------------------------- */

@@ -1,9 +1,9 @@
 /*
- * lms-info — what lms sees: the backend and device it would use, the device's
- * memory and granularity, the host NUMA node next to it, the pinned copy
- * bandwidth each way, measured now, and where lms would point an evicted
- * chunk's addresses, and why (LMS_EVICTED; Note [Evicted mode] in
- * swap/config.c), under the preload or the PyTorch plugin.
+ * lms-info — what lms sees: its version (lms_version), the backend and device
+ * it would use, the device's memory and granularity, the host NUMA node next
+ * to it, the pinned copy bandwidth each way, measured now, and where lms would
+ * point an evicted chunk's addresses, and why (LMS_EVICTED; Note [Evicted
+ * mode] in swap/config.c), under the preload or the PyTorch plugin.
  *
  *   lms-info            a table
  *   lms-info --json     one JSON line
@@ -170,7 +170,9 @@ static evicted_line_t evicted_line(dev_device_t *dev)
 static void print_json(const dev_info_t *info, const measured_t *m, const char *cpu,
                        const evicted_line_t *e)
 {
-    printf("{\"tool\":\"lms-info\",\"backend\":");
+    printf("{\"tool\":\"lms-info\",\"version\":");
+    json_string(lms_version());
+    printf(",\"backend\":");
     json_string(info->backend);
     printf(",\"device\":");
     json_string(info->name);
@@ -196,6 +198,7 @@ static void print_table(const dev_info_t *info, const measured_t *m, const char 
     base_format_size(m->free_bytes, free_b, sizeof free_b);
     base_format_size(info->granularity, gran, sizeof gran);
     base_format_size(m->copy_bytes, copy, sizeof copy);
+    printf("%-18s %s\n", "lms version", lms_version());
     printf("%-18s %s\n", "backend", info->backend);
     printf("%-18s %s\n", "device", info->name);
     printf("%-18s %d\n", "ordinal", info->ordinal);
