@@ -38,8 +38,9 @@ lms_fuzz(trace ${CMAKE_SOURCE_DIR}/bench/simulate_workloads.c
          ${CMAKE_SOURCE_DIR}/bench/simulate_model.c ${CMAKE_SOURCE_DIR}/bench/simulate_policy.c
          ${CMAKE_SOURCE_DIR}/bench/simulate_conform.c ${CMAKE_SOURCE_DIR}/bench/simulate_exit.c
          LIBS lms_core ZLIB::ZLIB)
-# tools/lms-report.c is included by fuzz_report.c
-lms_fuzz(report LIBS m)
+# tools/lms-report.c is included by fuzz_report.c; the rest of lms-report beside it
+lms_fuzz(report ${CMAKE_SOURCE_DIR}/tools/report_json.c ${CMAKE_SOURCE_DIR}/tools/report_read.c
+         ${CMAKE_SOURCE_DIR}/tools/report_svg.c LIBS m)
 # base/options.c is included by fuzz_options.c; lms_core for what it may come to call
 lms_fuzz(options LIBS lms_core m)
 if(TARGET lms_interpose)
