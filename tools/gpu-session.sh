@@ -35,7 +35,10 @@
 # row tagged "evicted"), test_swap_host and stress_host (tests/test_swap and
 # the stress on cuda under LMS_EVICTED=host), and unseen_host
 # (tests/test_unseen's unseen suite on cuda: a kernel reads and writes an
-# evicted chunk through pointers in device memory, in host mode).
+# evicted chunk through pointers in device memory, in host mode), and
+# python_torch (lms.torch.use() of the Python package, python/: an MLP of
+# ~1.8 GB trained 4 steps as PyTorch's allocator alone, a hard 4 GiB limit,
+# then under the preload at 768 MiB, swapping; tests/gpu/python_torch.py).
 #
 # Plans (one device call each, 9 minutes at most: the call's deadline is
 # 520 s after the script starts unless LMS_GPU_DEADLINE says otherwise; with
@@ -328,6 +331,16 @@ step_calibrate() { # the simulator beside gpt2_uvm's rows, which are in the fold
     results=$(dirname "$ART")/gpt2_uvm/results.jsonl
     [ -f "$results" ] || missing "$results (the gpt2_uvm step's, earlier in the same call)"
     python3 bench/calibrate.py --results "$results" --simulate "$B/bench/simulate" --out "$ART"
+}
+
+# lms.torch.use() (python/lms) on the card: each run exits 77 (skipped) where
+# python3 has no torch with CUDA, a dry run's case (no GPU visible).
+step_python_torch() {
+    command -v python3 >/dev/null || { echo "no python3"; exit 77; }
+    export PYTHONPATH="$PWD/python" LMS_LIBRARY="$B/liblms.so" LMS_BACKEND=cuda
+    LMS_DEVICE_LIMIT=4GiB python3 tests/gpu/python_torch.py || return
+    LD_PRELOAD="$B/liblms.so" LMS_DEVICE_LIMIT=768MiB LMS_HOST_LIMIT=8GiB \
+        python3 tests/gpu/python_torch.py --expect-swap
 }
 
 if [ "${1:-}" = --do ]; then # one step, run under timeout by the loop below
