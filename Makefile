@@ -15,6 +15,9 @@
 #                  2x, 4x and 8x oversubscription, under LMS_POLICY=schedule,
 #                  then lru; LMS_STRESS_SEED=<seed> replays
 #   make test-tsan the stress, smaller, under ThreadSanitizer (build/tsan)
+#   make install   build as make build does, then install into PREFIX (default
+#                  /usr/local; make install PREFIX=$HOME/.local): liblms.so,
+#                  lms.h, the tools, lms.pc and the CMake package lms
 #   make clean     remove build/
 #
 # jemalloc's source (lms builds a private one, see DESIGN.md) is fetched once
@@ -111,6 +114,12 @@ test-tsan: tsan-build
 # runs them (issue 24), data checked, shorter.
 test-tsan-stream: tsan-build
 	$(TSAN_RUN) --ops $(TSAN_TEST_OPS) --default-stream 1
+
+# cmake --install: CMakeLists.txt's install rules (its "Installing" part)
+PREFIX ?= /usr/local
+.PHONY: install
+install: build
+	cmake --install $(BUILD) --prefix "$(abspath $(PREFIX))"
 
 clean:
 	rm -rf $(BUILD)

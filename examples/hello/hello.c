@@ -1,8 +1,12 @@
 /*
- * examples/hello.c — lms as a program sees it: only <lms.h> and liblms.so.
+ * examples/hello/hello.c — lms as a program sees it: only <lms.h> and liblms.so.
  *
  *   LMS_DEVICE_LIMIT=64MiB LMS_HOST_LIMIT=256MiB build/examples/hello
  *   LMS_SWAP=0 LMS_DEVICE_LIMIT=64MiB build/examples/hello
+ *
+ * lms's build makes it as build/examples/hello; against an installed lms it
+ * builds alone, with CMakeLists.txt beside it (find_package(lms)) or with
+ * `cc hello.c $(pkg-config --cflags --libs lms)`.
  *
  * Allocates 8 MiB blocks until lms says no, makes each resident in turn as a
  * kernel about to write it would (so earlier ones are swapped out to host
@@ -22,6 +26,7 @@ int main(void)
         fprintf(stderr, "lms: %s\n", lms_last_error());
         return 1;
     }
+    printf("lms %s (built with lms.h %s)\n", lms_version(), LMS_VERSION);
     printf("device limit: %zu MiB, free: %zu MiB\n", total >> 20, free_bytes >> 20);
     int n = 0;
     lms_status_t st = LMS_OK;
