@@ -5,7 +5,9 @@
  *
  *   lms-report TRACE.json [-o OUT.html]    the page; OUT defaults to TRACE
  *                                          with .json replaced by .html
- *   lms-report TRACE.json --svg [-o OUT]   the charts only (default .svg)
+ *   lms-report TRACE.json --svg [-o OUT]   the charts only (default .svg),
+ *              [--caption TEXT]            headed by what the run was on and
+ *                                          TEXT (Note [The SVG on its own])
  *
  * It prints the path written on stdout. A file that is missing, is not a
  * timeline, or has a line in the middle that is not a complete event is
@@ -243,15 +245,8 @@ static void write_html(FILE *o, const report_t *r, const view_t *v)
     fputs("</h1>\n", o);
 
     /* the run */
-    const char *backend = r->backend;
-    char guessed[64] = "";
-    if (!backend[0]) {
-        /* a run that did not finish: the process name says "lms (sim)" */
-        const char *p = strchr(r->process_name, '('), *q = p ? strchr(p, ')') : NULL;
-        if (p && q && q - p - 1 < (long)sizeof guessed)
-            snprintf(guessed, sizeof guessed, "%.*s", (int)(q - p - 1), p + 1);
-        backend = guessed;
-    }
+    char guessed[64];
+    const char *backend = report_backend(r, guessed, sizeof guessed);
     fputs("<dl class=\"meta\">\n", o);
     meta_item(o, "backend", backend, "backend", backend[0] ? backend : "unknown");
     meta_item(o, "device", r->device, "device", r->device[0] ? r->device : "unknown");
@@ -389,16 +384,17 @@ static int write_report(report_t *r, const char *out, bool svg)
 
 static void usage(FILE *o)
 {
-    fputs("usage: lms-report TRACE.json [-o OUT] [--svg]\n"
+    fputs("usage: lms-report TRACE.json [-o OUT] [--svg [--caption TEXT]]\n"
           "  turns a timeline written with LMS_TRACE=TRACE.json into a one-page HTML\n"
           "  report (default OUT: TRACE with .json replaced by .html), or with --svg\n"
-          "  into the charts alone as one SVG file (default: .svg); prints OUT.\n",
+          "  into the charts alone as one SVG file (default: .svg), headed by what the\n"
+          "  run was on and a line of TEXT; prints OUT.\n",
           o);
 }
 
 int main(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL;
+    const char *in = NULL, *out = NULL, *caption = NULL;
     bool svg = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -412,6 +408,12 @@ int main(int argc, char **argv)
                 return 2;
             }
             out = argv[i];
+        } else if (strcmp(argv[i], "--caption") == 0) {
+            if (++i == argc) {
+                fprintf(stderr, "lms-report: --caption needs a line of text\n");
+                return 2;
+            }
+            caption = argv[i];
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "lms-report: unknown option %s\n", argv[i]);
             usage(stderr);
@@ -425,6 +427,10 @@ int main(int argc, char **argv)
     }
     if (in == NULL) {
         usage(stderr);
+        return 2;
+    }
+    if (caption != NULL && !svg) {
+        fprintf(stderr, "lms-report: --caption heads the SVG: it needs --svg\n");
         return 2;
     }
     char *out_buf = NULL;
@@ -441,8 +447,12 @@ int main(int argc, char **argv)
     report_t *r = NULL;
     if (strcmp(in, out) == 0)
         fprintf(stderr, "lms-report: %s: the report would overwrite the timeline\n", in);
-    else if ((rc = read_timeline(r = report_new(in))) == 0)
-        rc = write_report(r, out, svg);
+    else {
+        r = report_new(in);
+        r->caption = caption;
+        if ((rc = read_timeline(r)) == 0)
+            rc = write_report(r, out, svg);
+    }
     report_free(r);
     free(out_buf);
     return rc;

@@ -117,6 +117,7 @@ typedef struct stat_field {
 
 typedef struct report {
     const char *path;    /* the timeline's file name, for messages */
+    const char *caption; /* --caption: a line under a standalone SVG's heading, or NULL */
     unsigned long lines; /* read so far */
 
     /* bins (Note [Bins]) */
@@ -174,6 +175,9 @@ int read_timeline(report_t *r);
 void bins_cover(report_t *r, double t);
 /* The stats field called name, or NULL. */
 const stat_field_t *stat_find(const report_t *r, const char *name);
+/* The backend the run was on: otherData's, else (a run that did not finish)
+ * the one its process name gives ("lms (sim)") in buf, else "". */
+const char *report_backend(const report_t *r, char *buf, size_t n);
 
 /* ---- text and charts (report_svg.c) ---- */
 
@@ -203,7 +207,8 @@ typedef struct view {
 /* The view of the bins of r over [0, run_us]; view_free frees it. */
 void view_make(const report_t *r, double run_us, view_t *v);
 void view_free(view_t *v);
-/* The three charts as one <svg>; standalone: a file of its own. */
+/* The three charts as one <svg>; standalone: a file of its own, headed by
+ * what the run was on (Note [The SVG on its own]). */
 void write_svg(FILE *o, const report_t *r, const view_t *v, bool standalone);
 
 #endif

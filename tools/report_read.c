@@ -758,6 +758,18 @@ int read_timeline(report_t *r)
 
 /* ---- the report ---- */
 
+const char *report_backend(const report_t *r, char *buf, size_t n)
+{
+    if (r->backend[0])
+        return r->backend;
+    const char *p = strchr(r->process_name, '('), *q = p ? strchr(p, ')') : NULL;
+    if (p && q && q - p - 1 < (long)n)
+        snprintf(buf, n, "%.*s", (int)(q - p - 1), p + 1);
+    else if (n > 0)
+        buf[0] = '\0';
+    return buf;
+}
+
 report_t *report_new(const char *path)
 {
     static const struct { int busy, bytes; } lanes[LANE_N] = {

@@ -519,18 +519,90 @@ static void chart_strip(FILE *o, const report_t *r, const view_t *v, double y)
 
 #define SVG_H 740
 
+/* Note [The SVG on its own]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~
+ * With --svg the charts are a file of their own, the picture a README shows
+ * (make demo-svg copies make demo's to docs/demo.svg). Seen without the page,
+ * it must say itself what it is of: a heading names the timeline, the
+ * backend and device it was made on, the limits, how long the run was and
+ * whether it finished, and a caption line what the caller adds (make demo:
+ * the command, the date and the host's CPU, which the timeline does not
+ * hold). Where it is shown matters too: GitHub shows an SVG as an image,
+ * which runs no script and loads nothing, so the file is plain SVG 1.1 with
+ * presentation attributes (no <style>, no <script>, no links, no fonts but
+ * the system's sans-serif) on a white background (a dark theme would show
+ * black text on black otherwise). The data-* attributes that tests read are
+ * ones every renderer ignores.
+ */
+
+#define HEAD_H 70.0    /* the heading's height, the caption line not counted */
+#define CAPTION_H 18.0 /* the caption's */
+
+/* The standalone SVG's heading (Note [The SVG on its own]), at the top. */
+static void svg_heading(FILE *o, const report_t *r, const view_t *v, const char *base)
+{
+    char backend_buf[64], b1[32], b2[32], b3[32], runs[64];
+    const char *backend = report_backend(r, backend_buf, sizeof backend_buf);
+    fprintf(o, "<g id=\"heading\">\n<text id=\"run-title\" x=\"%.1f\" y=\"24\" font-size=\"17\" "
+               "font-weight=\"bold\">lms timeline: ", PLOT_X);
+    put_escaped(o, base);
+    fprintf(o, "</text>\n<text id=\"run-machine\" x=\"%.1f\" y=\"44\" font-size=\"13\">backend ",
+            PLOT_X);
+    put_escaped(o, backend[0] ? backend : "unknown");
+    fputs(", device ", o);
+    put_escaped(o, r->device[0] ? r->device : "unknown");
+    if (r->has_link && r->h2d_gbps > 0) {
+        fprintf(o, ", link %s/s", fmt_bytes(b1, sizeof b1, r->h2d_gbps * 1e9));
+        if (r->d2h_gbps != r->h2d_gbps)
+            fprintf(o, " H2D, %s/s D2H", fmt_bytes(b1, sizeof b1, r->d2h_gbps * 1e9));
+        if (r->link_source[0]) {
+            fputs(" (", o);
+            put_escaped(o, r->link_source);
+            fputs(")", o);
+        }
+    }
+    if (r->nmarks > 0)
+        snprintf(runs, sizeof runs, "%zu iteration%s in %s", r->nmarks, r->nmarks == 1 ? "" : "s",
+                 fmt_duration(b3, sizeof b3, v->run_us));
+    else
+        snprintf(runs, sizeof runs, "%s long", fmt_duration(b3, sizeof b3, v->run_us));
+    fprintf(o, "</text>\n<text id=\"run-limits\" x=\"%.1f\" y=\"62\" font-size=\"13\">"
+               "device limit %s, host limit %s; %s; %s</text>\n", PLOT_X,
+            r->device_limit > 0 ? fmt_size(b1, sizeof b1, r->device_limit) : "unknown",
+            r->host_limit > 0 ? fmt_size(b2, sizeof b2, r->host_limit) : "unknown", runs,
+            r->finished ? "finished" : "the run did not finish");
+    if (r->caption != NULL) {
+        fprintf(o, "<text id=\"run-caption\" x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
+                   "fill=\"#444\">", PLOT_X, 62 + CAPTION_H);
+        put_escaped(o, r->caption);
+        fputs("</text>\n", o);
+    }
+    fputs("</g>\n", o);
+}
+
 void write_svg(FILE *o, const report_t *r, const view_t *v, bool standalone)
 {
-    fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"charts\" width=\"%.0f\" "
-               "height=\"%d\" viewBox=\"0 0 %.0f %d\" " FONT " font-size=\"12\" "
-               "data-bin-us=\"%.3f\">\n", SVG_W, SVG_H, SVG_W, SVG_H, v->bin_us);
-    fputs("<title>lms timeline: ", o);
-    put_escaped(o, r->path);
-    fputs("</title>\n", o);
+    const char *base = strrchr(r->path, '/');
+    base = base ? base + 1 : r->path;
+    double top = 0; /* where the charts start */
     if (standalone)
+        top = HEAD_H + (r->caption != NULL ? CAPTION_H : 0);
+    fprintf(o, "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" id=\"charts\" "
+               "width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" " FONT " font-size=\"12\" "
+               "data-bin-us=\"%.3f\">\n", SVG_W, SVG_H + top, SVG_W, SVG_H + top, v->bin_us);
+    fputs("<title>lms timeline: ", o);
+    put_escaped(o, base);
+    fputs("</title>\n", o);
+    if (standalone) {
+        fputs("<desc>Written by lms-report from the LMS_TRACE timeline ", o);
+        put_escaped(o, base);
+        fputs(": memory on the device and in host memory, the link's bandwidth each way, and "
+              "what was busy, over the run.</desc>\n", o);
         fprintf(o, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
-    chart_memory(o, r, v, 0);
-    chart_link(o, r, v, 285);
-    chart_strip(o, r, v, 570);
+        svg_heading(o, r, v, base);
+    }
+    chart_memory(o, r, v, top);
+    chart_link(o, r, v, top + 285);
+    chart_strip(o, r, v, top + 570);
     fputs("</svg>\n", o);
 }
