@@ -1,7 +1,10 @@
 """The Python package installed as a user installs it, with the environment
-test_lms.py has (tests/python/python.cmake): `pip install ./python`
-(offline: --no-build-isolation, with the setuptools this python has), into
-a folder of its own.
+test_lms.py has (tests/python/python.cmake), plus LMS_BUILD_DIR, CMAKE and
+LMS_INSTALL_PYTHONDIR:
+- `pip install ./python` (offline: --no-build-isolation, with the
+  setuptools this python has), into a folder of its own;
+- `make install` (cmake --install of the build) into a temporary prefix,
+  whose lms finds the liblms.so installed with it, with no LMS_LIBRARY.
 """
 import importlib.util
 import os
@@ -42,6 +45,19 @@ class Install(unittest.TestCase):
             out = run(PROBE, {"PYTHONPATH": target}).stdout.split()
         self.assertEqual(out[0], os.path.join(target, "lms", "__init__.py"))
         self.assertTrue(os.path.samefile(out[1], LIBRARY), out[1])
+
+    def test_make_install(self):
+        with tempfile.TemporaryDirectory() as prefix:
+            p = subprocess.run([os.environ["CMAKE"], "--install", os.environ["LMS_BUILD_DIR"],
+                                "--prefix", prefix], capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            site = os.path.join(prefix, os.environ["LMS_INSTALL_PYTHONDIR"])
+            out = run(PROBE, {"PYTHONPATH": site, "LD_LIBRARY_PATH": ""},
+                      unset=["LMS_LIBRARY"]).stdout.split()
+            self.assertEqual(out[0], os.path.join(site, "lms", "__init__.py"))
+            # the library installed with it, not the build's
+            self.assertTrue(out[1].startswith(os.path.realpath(prefix) + os.sep), out[1])
+            self.assertFalse(os.path.samefile(out[1], LIBRARY))
 
 
 if __name__ == "__main__":
