@@ -11,7 +11,9 @@ clang_rt() {
     apt-cache depends clang 2>/dev/null |
         sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/libclang-rt-\1-dev/p' | head -n 1
 }
-PKGS="cmake make gcc pkg-config libnuma-dev zlib1g-dev libcriterion-dev clang $(clang_rt)"
+# python3 with pip, setuptools and wheel: the Python package (python/) and its tests
+PKGS="cmake make gcc pkg-config libnuma-dev zlib1g-dev libcriterion-dev clang $(clang_rt)
+    python3 python3-pip python3-setuptools python3-wheel"
 
 command -v dpkg-query >/dev/null 2>&1 || {
     echo "install-deps: not a Debian system; make sure these are installed: $PKGS" >&2
