@@ -133,16 +133,21 @@ static bool lock_at_exit(const char *what, const char *left)
     return true;
 }
 
-static void stats_at_exit(void)
+void swap_print_stats_locked(void)
 {
-    if (!lock_at_exit("LMS_STATS", "no stats are printed"))
-        return;
     if (S != NULL && S->cfg.stats_at_exit) {
         lms_stats_t t;
         resid_stats(&t);
         swap_launch_stats(&t);
         print_stats(&t);
     }
+}
+
+static void stats_at_exit(void)
+{
+    if (!lock_at_exit("LMS_STATS", "no stats are printed"))
+        return;
+    swap_print_stats_locked();
     lo_unlock(&swap_lock, LO_SWAP);
 }
 

@@ -133,6 +133,8 @@ HIDDEN lms_status_t swap_init_locked(const swap_config_t *cfg, bool from_options
 HIDDEN lms_status_t swap_init_from_options(double device_fraction, bool no_swapping);
 /* Ends lms, if it is running: S is NULL after. */
 HIDDEN void swap_destroy_locked(void);
+/* LMS_STATS=1: prints lms_stats on stderr (at exit, and at lms_shutdown). */
+HIDDEN void swap_print_stats_locked(void);
 
 /* tcache.c: Note [Thread caches]. These assume the lock; the lock-free
  * calls are inline in swap/tcache.h. */

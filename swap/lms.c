@@ -155,6 +155,7 @@ lms_status_t swap_init(const swap_config_t *cfg)
 lms_status_t lms_shutdown(void)
 {
     enter();
+    swap_print_stats_locked(); /* this run of lms ends here, not at exit */
     swap_destroy_locked();
     leave();
     return LMS_OK;
