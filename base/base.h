@@ -115,7 +115,7 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "an evicted chunk's addresses: unmapped (a kernel lms did not see touch it faults), or " \
       "host: mapped to its host copy, read over the link (not run on a GPU yet); "          \
       "auto = unmapped until a card has measured host (lms-info says)")                      \
-    X(stats, bool, "0", NULL, "1: print lms_stats() on stderr at exit")                    \
+    X(stats, bool, "0", NULL, "1: print lms_stats() on stderr at exit, or at lms_shutdown") \
     X(enable, bool, "1", NULL,                                                               \
       "0: the CUDA calls liblms.so interposes go straight to CUDA, as with no preload")     \
     X(pin_smaller_than, size, "0", NULL,                                                     \
