@@ -56,7 +56,7 @@
  * kept, status and message, and interpose_start gives it from then on:
  * allocations and memory info fail with it, lms_last_error gives its
  * message, and launches, copies and memsets, which then find no pointer
- * of lms's, go on to CUDA (README: "Safety"). A failure is forgotten where
+ * of lms's, go on to CUDA (docs/interposer.md: "Safety"). A failure is forgotten where
  * a start could then go otherwise: in a forked child, which starts afresh
  * (the fork handlers hold the start lock across the fork), and after the
  * PyTorch entry points change the configuration (interpose_start_again).
@@ -606,9 +606,9 @@ static char start_why[512];        /* its message (as long as lms_last_error's) 
 /*
  * Note [Frees in a forked child]
  * In a child forked after lms started, lms cannot start (Note [Fork] in
- * swap/init.c), and a free of the parent's pointer must say so as the
- * README promises: cudaErrorNotSupported (CUDA_ERROR_NOT_SUPPORTED), with
- * lms's message in the log. Without this check it did not: the pointer is
+ * swap/init.c), and a free of the parent's pointer must say so as
+ * docs/interposer.md ("Safety") promises: cudaErrorNotSupported
+ * (CUDA_ERROR_NOT_SUPPORTED), with lms's message in the log. Without this check it did not: the pointer is
  * not lms's in the child, so it went on to CUDA, whose runtime, unusable
  * in the child too, answered cudaErrorInsufficientDriver (35); or, where
  * the child had kept the parent's range, lms_free answered "not an address

@@ -11,7 +11,7 @@
  *                       the sizes lms would run with on this device and host
  *                       (swap_config_resolve) and where each came from
  *   lms-info --options --markdown
- *                       the options table as README.md's "Settings" carries
+ *                       the options table as docs/settings.md carries
  *                       it; needs no device
  *   lms-info --probe    exit 0 if the device opens, else print why and exit 1
  *
@@ -264,7 +264,7 @@ static int show_resolved(void)
     return 0;
 }
 
-/* ---- the README's settings table (--options --markdown) --------------------------- */
+/* ---- docs/settings.md's table (--options --markdown) ------------------------------ */
 
 /* A table cell: s with '|' escaped. */
 static void cell(const char *s)
@@ -336,7 +336,7 @@ static void markdown_row(const char *field, const char *type, const char *def,
     printf(" |\n");
 }
 
-/* The options table, LMS_OPTIONS, as README.md carries it: a CTest
+/* The options table, LMS_OPTIONS, as docs/settings.md carries it: a CTest
  * (tools.readme_settings) diffs the two. */
 static void print_markdown(void)
 {
@@ -354,7 +354,7 @@ static void usage(FILE *out)
           "  --options    the LMS_* settings as parsed, with where each came from, then the\n"
           "               sizes lms would start with on this device, with where each came from\n"
           "  --options --markdown\n"
-          "               the settings table of README.md, from the options table\n"
+          "               the settings table of docs/settings.md, from the options table\n"
           "  --probe      exit 0 if the device opens, else print why and exit 1\n",
           out);
 }

@@ -3,7 +3,7 @@
  * DataLoader worker meets them. An allocation is made through the hooks
  * (its line still in the trace's buffer) and the process forks:
  *   - the child frees the parent's pointer through every free hook, and
- *     each answers CUDA's "not supported" (README: a child forked after lms
+ *     each answers CUDA's "not supported" (docs/interposer.md: a child forked after lms
  *     started cannot use lms; Note [Frees in a forked child] in
  *     interpose/interpose.c; issue 24: cudaFree answered 35, the runtime's
  *     insufficient driver, and cuMemFree invalid value); then it exits

@@ -11,7 +11,7 @@
  * failure was remembered, every launch and copy tried (a copy twice, once
  * per side), and every allocation.
  *
- * What the program sees stays as it was (README: "Safety"): allocations
+ * What the program sees stays as it was (docs/interposer.md: "Safety"): allocations
  * and memory info fail with lms's error, each time with the same message in
  * lms_last_error; launches, copies and memsets of memory that is not lms's
  * go on to CUDA.

@@ -34,7 +34,12 @@ Test(scan, pointers_in_scalars_and_structs_are_found_in_order)
 {
     float *x = (float *)(LO + 256), *w = (float *)(LO + BYTES - 8);
     int n = 7;
-    pair_t s = {.k = 3, .y = (float *)(LO + 4096), .z = (double *)(LO - 8)}; /* z: not lms's */
+    pair_t s; /* zeroed whole: an initializer leaves the padding after k as the stack had it,
+                 and bytes such as 0x7f00 there made a word inside the range */
+    memset(&s, 0, sizeof s);
+    s.k = 3;
+    s.y = (float *)(LO + 4096);
+    s.z = (double *)(LO - 8); /* not lms's */
     char c = 1;
     void *values[] = {&x, &n, &s, &c, &w};
     const scan_param_t layout[] = {{0, 8}, {8, 4}, {16, 24}, {40, 1}, {48, 8}};
