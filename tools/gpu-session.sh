@@ -54,6 +54,8 @@
 #             unseen_host (issue 27: host-mapped eviction; test_host_blocks's
 #             host_block_runs says whether one copy may span host blocks on
 #             cuda, which swap/ avoids until it has: dev_info_t.host_block_runs)
+#   first 5   env build_run lmsrun_gpt2 python_torch (issue 28: lms-run and the
+#             Python package's lms.torch.use() on the card)
 # From the repository root, in the device tool's run:
 #   eval "$(sh .deps/deps.sh unpack .deps /opt/lmsdeps)" && sh tools/gpu-session.sh "$OUT" first 1
 #
@@ -94,7 +96,8 @@ card_step() {
 jsonl_step() {
     case $1 in
     alloc | alloc_sim | swap | swap_modes | remap | vmm_threads | train | gpt2 | gpt2_e2e | \
-        gpt2_small | gpt2_oversub | gpt2_uvm | calibrate | launch_gpu | host_numa) return 0 ;;
+        gpt2_small | gpt2_oversub | gpt2_uvm | calibrate | launch_gpu | host_numa | \
+        lmsrun_gpt2) return 0 ;;
     *) return 1 ;;
     esac
 }
@@ -153,6 +156,12 @@ plan() {
     # may not run yet.
     first:4) echo env:30 build_host:150 host_numa:120 test_host_blocks:30 swap_modes:240 \
         test_swap_host:120 stress_host:120 unseen_host:30 ;;
+    # Issue 28's GPU half: liblms.so and lms-report (~30 s); lmsrun_gpt2, the
+    # small GPT-2 (4 layers, 4 steps; gpt2_small's runs took ~10-15 s each)
+    # under lms-run twice, unlimited and at 256 MiB (~40 s); python_torch,
+    # an MLP of ~1.8 GB, 4 steps, as PyTorch's allocator at 4 GiB and then
+    # under the preload at 768 MiB (new: ~60-120 s). About 250 s.
+    first:5) echo env:30 build_run:150 lmsrun_gpt2:150 python_torch:240 ;;
     *) return 1 ;;
     esac
 }
@@ -230,6 +239,8 @@ step_build() {
         # without libcuda's stub has no such target (bench/CMakeLists.txt): the rest is built
         cmake --build "$B" -j"$(nproc)" --target lms bench_remap bench_swap bench_simulate &&
             cmake --build "$B" -j"$(nproc)" --target uvm_alloc
+    elif [ "$1" = build_run ]; then # what plan first 5 runs (lms-run is made at configure)
+        cmake --build "$B" -j"$(nproc)" --target lms lms-report
     elif [ "$1" = build_host ]; then # what plan first 4 runs
         cmake --build "$B" -j"$(nproc)" --target lms lms-info bench_swap bench_host_numa \
             test_swap stress test_unseen test_host_blocks
@@ -240,6 +251,7 @@ step_build() {
 step_build_lib() { step_build "$@"; }
 step_build_bench() { step_build "$@"; }
 step_build_host() { step_build "$@"; }
+step_build_run() { step_build "$@"; }
 step_info() {
     backend=cuda
     [ "$DRY" = 1 ] && backend=sim
@@ -331,6 +343,19 @@ step_calibrate() { # the simulator beside gpt2_uvm's rows, which are in the fold
     results=$(dirname "$ART")/gpt2_uvm/results.jsonl
     [ -f "$results" ] || missing "$results (the gpt2_uvm step's, earlier in the same call)"
     python3 bench/calibrate.py --results "$results" --simulate "$B/bench/simulate" --out "$ART"
+}
+
+# lms-run (tools/lms-run.in) as a user types it: bench/gpt2.py's small model
+# under it, unlimited and then at 256 MiB with the stats, the timeline and
+# its report (ART/lmsrun.json, .html); gpt2.py's JSON lines on stdout.
+step_lmsrun_gpt2() {
+    command -v python3 >/dev/null || { echo "no python3"; exit 77; }
+    python3 bench/gpt2.py check || exit 77
+    LMS_BACKEND=cuda "$B/lms-run" --stats -- python3 bench/gpt2.py run --small \
+        --label lmsrun_unlimited || return
+    LMS_BACKEND=cuda "$B/lms-run" --device-limit 256MiB --host-limit 8GiB --stats \
+        --trace "$ART/lmsrun.json" --report -- python3 bench/gpt2.py run --small \
+        --label lmsrun_256MiB
 }
 
 # lms.torch.use() (python/lms) on the card: each run exits 77 (skipped) where
