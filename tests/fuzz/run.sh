@@ -34,8 +34,8 @@ targets="fuzz_trace fuzz_report fuzz_options"
 # fuzz_access needs CUDA's headers, as the interposer does
 cmake --build "$dir" --target help 2>/dev/null | grep -q ' fuzz_access$' &&
     targets="$targets fuzz_access"
-# shellcheck disable=SC2086
-cmake --build "$dir" -j"${JOBS:-$(nproc)}" --target $targets
+# shellcheck disable=SC2086 # the whole output in $dir/build.log, as make test's other builds
+sh "$src/tools/quiet-build.sh" "$dir" -j"${JOBS:-$(nproc)}" --target $targets
 
 start=$(date +%s)
 for t in $targets; do
