@@ -124,10 +124,12 @@ void base_log(base_log_level_t level, const char *fmt, ...)
       "a launch whose parameter layout cannot be learnt: fail it, or launch it unseen; "    \
       "auto = fail while swapping, launch with LMS_SWAP=0")                                 \
     X(trace_accesses, path, "", NULL,                                                        \
-      "file the interposer writes its allocations and accesses to (docs/trace-format.md)")  \
+      "file the interposer writes its allocations and accesses to (docs/trace-format.md); " \
+      "%p in it: the process id")                                                           \
     X(trace, path, "", NULL,                                                                 \
       "file lms writes a timeline of its swaps and the device's work to, for Perfetto "     \
-      "(docs/timeline-format.md); lms_init fails if it cannot be written")
+      "(docs/timeline-format.md); %p in it: the process id (a file per process); "          \
+      "lms_init fails if it cannot be written")
 
 #define BASE_OPTION_CTYPE_size uint64_t
 #define BASE_OPTION_CTYPE_double double
@@ -155,6 +157,13 @@ void base_options_each(void (*fn)(const char *var, const char *value, const char
  * K = 1024). Returns false, leaving *out unchanged, on garbage, on a fraction
  * of a byte ("0.3K"), or on overflow. */
 bool base_parse_size(const char *text, uint64_t *out);
+
+/* A file name setting (LMS_TRACE, LMS_TRACE_ACCESSES) as this process uses
+ * it: each "%p" becomes the process id and "%%" a "%", so that the many
+ * processes a launcher such as torchrun starts each write a file of their
+ * own; any other "%" stays. False, *out unchanged, if the result does not
+ * fit in n bytes. */
+bool base_expand_path(const char *path, char *out, size_t n);
 
 /* Formats bytes as "4.00 GiB" into buf; returns buf. */
 char *base_format_size(uint64_t bytes, char *buf, size_t len);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <stddef.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "base/base.h"
 
@@ -55,6 +56,36 @@ static char text[OPTION_COUNT][64];      /* each resolved value but a path's, as
 static const char *shown[OPTION_COUNT];  /* each resolved value as text: text[i], or the path */
 static const char *source[OPTION_COUNT]; /* "default" or "env" */
 static pthread_once_t parse_once = PTHREAD_ONCE_INIT;
+
+/* base_expand_path's result written to out (NULL: only counted); its length. */
+static size_t expand_path(const char *path, const char *pid, char *out)
+{
+    size_t len = 0;
+    for (const char *s = path; *s != '\0'; s++) {
+        const char *piece = s;
+        size_t k = 1;
+        if (s[0] == '%' && s[1] == 'p')
+            piece = pid, k = strlen(pid), s++;
+        else if (s[0] == '%' && s[1] == '%')
+            s++;
+        if (out != NULL)
+            memcpy(out + len, piece, k);
+        len += k;
+    }
+    return len;
+}
+
+bool base_expand_path(const char *path, char *out, size_t n)
+{
+    char pid[24];
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    size_t len = expand_path(path, pid, NULL);
+    if (len >= n)
+        return false;
+    expand_path(path, pid, out);
+    out[len] = '\0';
+    return true;
+}
 
 bool base_parse_size(const char *s, uint64_t *out)
 {

@@ -151,7 +151,11 @@ bool trace_on(void)
         return s == 2;
     lo_lock(&trace_lock, LO_ACCESS_TRACE);
     if ((s = state) == 0) {
-        const char *path = base_options()->trace_accesses;
+        char path[4096]; /* "%p": this process's own file (base_expand_path) */
+        if (!base_expand_path(base_options()->trace_accesses, path, sizeof path)) {
+            base_log(BASE_LOG_WARN, "LMS_TRACE_ACCESSES: too long a file name: nothing is traced");
+            path[0] = '\0';
+        }
         if (path[0] != '\0')
             out = fopen(path, "w");
         if (path[0] != '\0' && out == NULL)

@@ -199,8 +199,12 @@ static void json_text(char *out, size_t len, const char *s)
 
 /* ---- open --------------------------------------------------------------------- */
 
-lms_status_t timeline_open(const char *path, const dev_info_t *info, const dev_config_t *dev)
+lms_status_t timeline_open(const char *setting, const dev_info_t *info, const dev_config_t *dev)
 {
+    char path[4096]; /* "%p": this process's own file (base_expand_path) */
+    if (!base_expand_path(setting, path, sizeof path))
+        return base_fail(LMS_ERR_INVALID, "lms_init: LMS_TRACE: \"%.200s%s\" is too long a file "
+                         "name", setting, strlen(setting) > 200 ? "..." : "");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return base_fail(LMS_ERR_SYSTEM,

@@ -31,12 +31,14 @@ typedef enum timeline_by {
     TIMELINE_BY_PREFETCH, /* room for what the schedule reads next */
 } timeline_by_t;
 
-/* Truncates path and writes the head of the timeline: its metadata, and the
- * memory counter at 0. info and dev are the device's (backend, name, chunk
- * size; the sim's throttle is the link's bandwidth). Time 0 is now. Sets
- * timeline_on. LMS_ERR_SYSTEM, with a message naming the path and
- * LMS_TRACE, if the file cannot be written. */
-HIDDEN lms_status_t timeline_open(const char *path, const dev_info_t *info,
+/* Truncates the file the setting names (LMS_TRACE's; each "%p" in it this
+ * process's id: base_expand_path) and writes the head of the timeline: its
+ * metadata, and the memory counter at 0. info and dev are the device's
+ * (backend, name, chunk size; the sim's throttle is the link's bandwidth).
+ * Time 0 is now. Sets timeline_on. LMS_ERR_SYSTEM, with a message naming
+ * the path and LMS_TRACE, if the file cannot be written; LMS_ERR_INVALID if
+ * the name is too long. */
+HIDDEN lms_status_t timeline_open(const char *setting, const dev_info_t *info,
                                   const dev_config_t *dev);
 
 /* lms's copy streams: their work is drawn on the H2D and D2H tracks and

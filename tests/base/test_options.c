@@ -1,7 +1,9 @@
 /* tests/base/test_options.c — sizes, the options table, status messages. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -38,6 +40,36 @@ Test(options, sizes_format_in_binary_units)
     cr_assert_str_eq(base_format_size(4ull << 30, buf, sizeof buf), "4.00 GiB");
     cr_assert_str_eq(base_format_size(3 << 20, buf, sizeof buf), "3.00 MiB");
     cr_assert_str_eq(base_format_size(100, buf, sizeof buf), "100 B");
+}
+
+/* LMS_TRACE's and LMS_TRACE_ACCESSES's file names: "%p" is the process. */
+Test(options, file_names_take_the_process_id)
+{
+    char pid[24], want[64], out[64];
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    struct { const char *path, *fmt; } cases[] = {
+        {"run-%p.json", "run-%s.json"}, {"%p", "%s"}, {"/tmp/%p/%p", "/tmp/%s/%s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(want, sizeof want, cases[i].fmt, pid, pid);
+        cr_assert(base_expand_path(cases[i].path, out, sizeof out), "%s fits", cases[i].path);
+        cr_assert_str_eq(out, want, "%s", cases[i].path);
+    }
+    const char *same[][2] = {{"plain.json", "plain.json"}, {"100%%p", "100%p"},
+                             {"a%xb%", "a%xb%"}, {"", ""}};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        cr_assert(base_expand_path(same[i][0], out, sizeof out));
+        cr_assert_str_eq(out, same[i][1], "%s", same[i][0]);
+    }
+    snprintf(want, sizeof want, "%%%s", pid);
+    cr_assert(base_expand_path("%%%p", out, sizeof out));
+    cr_assert_str_eq(out, want, "%%%%%%p: a percent sign, then the process id");
+    /* too long: false, and out as it was */
+    strcpy(out, "kept");
+    cr_assert_not(base_expand_path("run-%p.json", out, strlen(pid) + 9));
+    cr_assert_str_eq(out, "kept");
+    cr_assert(base_expand_path("run-%p.json", out, strlen(pid) + 10), "exactly fits");
+    cr_assert_str_eq(out + 4 + strlen(pid), ".json");
 }
 
 Test(options, defaults_hold_without_environment)
