@@ -211,5 +211,25 @@ said err '^lms stats: ' "--stats: lms's stats at the end"
 go --stats --device-limit 64MiB --host-limit 64MiB -- "$hello"
 said err '^lms stats: ' "--stats: lms's stats at lms_shutdown"
 
+# %p: a timeline per process (lms names each by its pid), each one reported;
+# a file of that shape from before the run is not this run's
+mkdir -p "$work/p"
+cd "$work/p" || exit 1
+echo '{"an earlier run":1}' >"$work/p/pp-1.json"
+touch -t 202001010000 "$work/p/pp-1.json"
+go --device-limit 64MiB --host-limit 64MiB --trace 'pp-%p.json' --report -- \
+    sh -c '"$1" >/dev/null & "$1" >/dev/null; wait $!' sh "$hello"
+want_rc 0 "--trace pp-%p.json, two processes"
+n=0
+for f in "$work"/p/pp-[0-9]*.json; do
+    [ "$f" != "$work/p/pp-1.json" ] || continue
+    n=$((n + 1))
+    grep -q '"stats":' "$f" || fail "--trace pp-%p.json: $f is no finished timeline"
+    said err "^lms-run: timeline: ${f}" "--trace pp-%p.json: $f said"
+    [ -f "${f%.json}.html" ] || fail "--trace pp-%p.json --report: no report of $f"
+done
+[ "$n" = 2 ] || fail "--trace pp-%p.json: $n timelines, want one per process (2)"
+! grep -q 'pp-1\.' "$work/err" || fail "--trace pp-%p.json: an earlier run's file was reported"
+
 [ "$fails" = 0 ] || { echo "lms_run_test: $fails failed" >&2; exit 1; }
 echo "lms_run_test: passed"
