@@ -819,6 +819,33 @@ Test(trace, a_path_that_cannot_be_written_fails_init_with_a_message_naming_it)
     unload(&tl);
 }
 
+/* "%p" in the name: this process's file (base_expand_path); a name that
+ * does not fit once expanded fails init, saying so, and starts nothing. */
+Test(trace, a_percent_p_in_the_path_names_this_processs_file)
+{
+    char pattern[96], mine[96];
+    snprintf(pattern, sizeof pattern, "/tmp/lms-trace-test-%%p-%ld.json", (long)getpid());
+    snprintf(mine, sizeof mine, "/tmp/lms-trace-test-%ld-%ld.json", (long)getpid(),
+             (long)getpid());
+    unlink(mine);
+    swap_config_t cfg = config();
+    cfg.trace_path = pattern;
+    start(cfg);
+    TEST_OK(lms_shutdown());
+    struct stat st;
+    cr_assert_eq(stat(mine, &st), 0, "%s names %s", pattern, mine);
+    cr_assert_gt(st.st_size, 0, "the timeline was written there");
+    unlink(mine);
+    static char longer[5000];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[0] = '/';
+    cfg.trace_path = longer;
+    TEST_FAILS(LMS_ERR_INVALID, swap_init(&cfg));
+    cr_assert(strstr(lms_last_error(), "too long") && strstr(lms_last_error(), "LMS_TRACE"),
+              "the message says why: %s", lms_last_error());
+    cr_assert_null(swap_device(), "lms did not start");
+}
+
 Test(trace, a_second_start_truncates_the_timeline)
 {
     start(config());
